@@ -1,0 +1,125 @@
+"""One error taxonomy for the library, the CLI exit codes and the HTTP status codes.
+
+Every failure a caller can see is a :class:`TurnkeeperError` carrying an
+:class:`ErrorCode`. Layers raise the subclass that names the code so callers can
+catch by kind; the CLI and the HTTP API map the code, never the class.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    ABORTED = "ABORTED"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    UNAVAILABLE = "UNAVAILABLE"
+    DATA_LOSS = "DATA_LOSS"
+    INTERNAL = "INTERNAL"
+
+
+# Distinct process exit codes; 1 is left for crashes, 2 for usage errors (Typer/Click).
+EXIT_CODES: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_ARGUMENT: 3,
+    ErrorCode.NOT_FOUND: 4,
+    ErrorCode.PERMISSION_DENIED: 5,
+    ErrorCode.FAILED_PRECONDITION: 6,
+    ErrorCode.ABORTED: 7,
+    ErrorCode.ALREADY_EXISTS: 8,
+    ErrorCode.UNAVAILABLE: 9,
+    ErrorCode.DATA_LOSS: 10,
+    ErrorCode.INTERNAL: 1,
+}
+
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.FAILED_PRECONDITION: 412,
+    ErrorCode.ABORTED: 409,
+    ErrorCode.ALREADY_EXISTS: 422,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.DATA_LOSS: 500,
+    ErrorCode.INTERNAL: 500,
+}
+
+
+class TurnkeeperError(Exception):
+    """Base of every typed error. ``reason`` is a stable snake_case word for machines."""
+
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str, *, reason: str = "", details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.code.value.lower()
+        self.details: dict[str, Any] = details or {}
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.code]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code.value,
+            "reason": self.reason,
+            "message": self.message,
+            "details": self.details,
+        }
+
+
+class InvalidArgument(TurnkeeperError):
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+class NotFound(TurnkeeperError):
+    code = ErrorCode.NOT_FOUND
+
+
+class PermissionDenied(TurnkeeperError):
+    code = ErrorCode.PERMISSION_DENIED
+
+
+class FailedPrecondition(TurnkeeperError):
+    code = ErrorCode.FAILED_PRECONDITION
+
+
+class Aborted(TurnkeeperError):
+    code = ErrorCode.ABORTED
+
+
+class AlreadyExists(TurnkeeperError):
+    code = ErrorCode.ALREADY_EXISTS
+
+
+class Unavailable(TurnkeeperError):
+    code = ErrorCode.UNAVAILABLE
+
+
+class DataLoss(TurnkeeperError):
+    code = ErrorCode.DATA_LOSS
+
+
+class StreamConflict(Aborted):
+    """An append's expected sequence was not the stream head: another writer won.
+
+    Callers that decided on a stale state re-read and decide again.
+    """
+
+
+ERROR_CLASSES: dict[ErrorCode, type[TurnkeeperError]] = {
+    ErrorCode.INVALID_ARGUMENT: InvalidArgument,
+    ErrorCode.NOT_FOUND: NotFound,
+    ErrorCode.PERMISSION_DENIED: PermissionDenied,
+    ErrorCode.FAILED_PRECONDITION: FailedPrecondition,
+    ErrorCode.ABORTED: Aborted,
+    ErrorCode.ALREADY_EXISTS: AlreadyExists,
+    ErrorCode.UNAVAILABLE: Unavailable,
+    ErrorCode.DATA_LOSS: DataLoss,
+    ErrorCode.INTERNAL: TurnkeeperError,
+}

@@ -1,0 +1,79 @@
+"""The backend-neutral store interface. SQLite and PostgreSQL implement it alike."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from turnkeeper.store.records import (
+    EventRecord,
+    IndexEntry,
+    NewEvent,
+    Projection,
+    ProjectionFolder,
+    RepairReport,
+    VerifyReport,
+)
+
+
+class EventStore(ABC):
+    """An append-only log of streams plus one projection row per stream.
+
+    Guarantees every implementation must keep (the contract tests check them):
+
+    * ``append`` is atomic: the events, the projection and the index entries are
+      durable together or not at all, and ``append`` returns only after they are
+      durable (fsync'd). Concurrent appends may share one commit (group commit).
+    * Sequence numbers of a stream are 1, 2, 3, ... with no gaps.
+    * ``append`` with ``expected_seq`` other than the current head raises
+      :class:`turnkeeper.errors.StreamConflict` and writes nothing.
+    * Every read checks checksums; a bad record raises
+      :class:`turnkeeper.errors.DataLoss` naming stream and sequence.
+    """
+
+    @abstractmethod
+    def append(  # noqa: PLR0917 - positional by design; callers pass them in order
+        self,
+        stream_id: str,
+        kind: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        projection_state: str,
+        projection_schema_version: int,
+        index: Sequence[IndexEntry] = (),
+    ) -> int:
+        """Append ``events`` after ``expected_seq`` (0 for a new stream); return the new head."""
+
+    @abstractmethod
+    def head(self, stream_id: str) -> int:
+        """The last sequence number of the stream, 0 when it does not exist."""
+
+    @abstractmethod
+    def read_stream(
+        self, stream_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        """Events with ``seq > after_seq`` in order, checksums verified."""
+
+    @abstractmethod
+    def read_projection(self, stream_id: str) -> Projection | None:
+        """The projection row, checksum verified; ``None`` for an unknown stream."""
+
+    @abstractmethod
+    def list_projections(self, kind: str) -> list[Projection]:
+        """All projections of a stream kind, checksums verified, oldest stream first."""
+
+    @abstractmethod
+    def lookup(self, entity_id: str) -> tuple[str, str] | None:
+        """``(stream_id, entity_kind)`` owning an entity id, or ``None``."""
+
+    @abstractmethod
+    def verify(self, folder: ProjectionFolder) -> VerifyReport:
+        """Re-read every event (checksums), fold every stream, compare every projection."""
+
+    @abstractmethod
+    def repair(self, folder: ProjectionFolder) -> RepairReport:
+        """Rebuild mismatched projections from their events, then verify again."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; pending appends finish first."""

@@ -1,0 +1,109 @@
+"""The store's contract: what goes into the log and what comes out.
+
+The store knows nothing of goals or sessions. It keeps streams of opaque,
+versioned JSON events with contiguous sequence numbers and a checksum each, and
+one projection row per stream that the caller computes from those events and
+hands over in the same append. ``verify`` and ``repair`` get a
+:class:`ProjectionFolder` that knows how to fold a stream kind again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+
+class NewEvent(BaseModel):
+    """An event about to be appended. ``payload`` is the event's JSON text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    schema_version: int
+    payload: str
+
+
+class EventRecord(BaseModel):
+    """An event as stored; its checksum was verified when it was read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stream_id: str
+    seq: int
+    type: str
+    schema_version: int
+    payload: str
+    recorded_at: datetime
+    checksum: str
+
+
+class Projection(BaseModel):
+    """The folded state of one stream as of ``head_seq``, as JSON text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stream_id: str
+    kind: str
+    head_seq: int
+    schema_version: int
+    state: str
+    checksum: str
+
+
+class IndexEntry(BaseModel):
+    """Maps an entity id (a todo, a gate, ...) to the stream that owns it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entity_id: str
+    entity_kind: str
+
+
+class MismatchKind(StrEnum):
+    """How ``verify`` classifies a disagreement (seed 001, projection gap)."""
+
+    SOURCE_WRITE = "source_write"  # an event failed its checksum or does not decode
+    PROJECTION = "projection"  # the projection differs from the fold of its events
+    MIGRATION = "migration"  # a record's schema version is not one this code reads
+    FRESHNESS = "freshness"  # the projection lags (or leads) the stream head
+
+
+class Mismatch(BaseModel):
+    stream_id: str
+    kind: MismatchKind
+    seq: int | None = None
+    detail: str
+
+
+class VerifyReport(BaseModel):
+    streams_checked: int
+    events_checked: int
+    mismatches: list[Mismatch]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+class RepairReport(BaseModel):
+    repaired: list[str]  # stream ids whose projection was rebuilt
+    unrepairable: list[Mismatch]  # source-write failures: events are the authority
+    after: VerifyReport
+
+
+class ProjectionFolder(Protocol):
+    """Knows, per stream kind, how to fold events into the projection text."""
+
+    def projection_schema_version(self, kind: str) -> int: ...
+
+    def fold(self, kind: str, events: Sequence[EventRecord]) -> str:
+        """Fold a whole stream; raise ``DataLoss``/``FailedPrecondition`` on undecodable events."""
+        ...
+
+    def same_state(self, kind: str, a: str, b: str) -> bool:
+        """Whether two projection texts describe the same state (ignoring formatting)."""
+        ...
