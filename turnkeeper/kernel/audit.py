@@ -1,0 +1,146 @@
+"""The terminal audit: is this goal really done at ``now``? (seed 001, terminal closure)
+
+All todos ticked is not enough. A goal is terminal only when every counter below
+is zero: no unfinished todo, no due monitor, no unresolved blocking gate, no
+pending successor, no open replan obligation and no replan trigger waiting to be
+raised, no acceptance gap, no failing postcondition and no stale required readback.
+Each non-zero counter comes with named blockers so a caller can see what to do.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from turnkeeper.kernel.model import (
+    UNFINISHED_TODO_STATUSES,
+    GateStatus,
+    GoalState,
+    KernelModel,
+)
+from turnkeeper.kernel.replan import needs_successor, pending_triggers
+
+
+class BlockerKind(StrEnum):
+    OPEN_TODO = "open_todo"
+    DUE_MONITOR = "due_monitor"
+    UNRESOLVED_BLOCKING_GATE = "unresolved_blocking_gate"
+    PENDING_SUCCESSOR = "pending_successor"
+    REPLAN_OBLIGATION = "replan_obligation"
+    UNRAISED_REPLAN_TRIGGER = "unraised_replan_trigger"
+    ACCEPTANCE_GAP = "acceptance_gap"
+    RETRYABLE_POSTCONDITION = "retryable_postcondition"
+    STALE_READBACK = "stale_readback"
+
+
+class Blocker(KernelModel):
+    kind: BlockerKind
+    subject: str
+    text: str
+
+
+class TerminalAudit(KernelModel):
+    open_todos: int
+    due_monitors: int
+    unresolved_blocking_gates: int
+    pending_successors: int
+    replan_obligations: int
+    # Replan conditions that hold at ``now`` but were never raised; today only
+    # stale evidence, which needs a ``Reassess`` to become an obligation.
+    unraised_replan_triggers: int
+    acceptance_gaps: int
+    retryable_postconditions: int
+    stale_readbacks: int
+    blockers: list[Blocker]
+    terminal: bool
+
+
+def audit(state: GoalState, now: datetime) -> TerminalAudit:
+    """Count everything that stops ``state``'s goal from closing at ``now``."""
+    blockers: list[Blocker] = []
+
+    def block(kind: BlockerKind, subject: str, text: str) -> None:
+        blockers.append(Blocker(kind=kind, subject=subject, text=text))
+
+    for todo in state.todos.values():
+        if todo.status in UNFINISHED_TODO_STATUSES:
+            block(BlockerKind.OPEN_TODO, todo.id, f"todo {todo.title!r} is {todo.status.value}")
+        if needs_successor(todo):
+            block(BlockerKind.PENDING_SUCCESSOR, todo.id, f"todo {todo.title!r} needs a successor")
+
+    for monitor in state.monitors.values():
+        if monitor.retired:
+            continue
+        if monitor.next_due <= now:
+            block(BlockerKind.DUE_MONITOR, monitor.id, f"monitor {monitor.target!r} is due")
+        if monitor.required:
+            last = monitor.last_readback
+            window = timedelta(seconds=monitor.freshness_seconds or 0)
+            if last is None or now - last.at > window:
+                block(
+                    BlockerKind.STALE_READBACK,
+                    monitor.id,
+                    f"required readback of {monitor.target!r} is missing or stale",
+                )
+
+    for gate in state.gates.values():
+        if gate.blocking and gate.status is GateStatus.OPEN:
+            block(BlockerKind.UNRESOLVED_BLOCKING_GATE, gate.id, f"gate {gate.title!r} is open")
+
+    for obligation in state.open_obligations():
+        block(
+            BlockerKind.REPLAN_OBLIGATION,
+            obligation.id,
+            f"replan obligation {obligation.trigger.value} on {obligation.subject}",
+        )
+    for hit in pending_triggers(state, now):
+        block(
+            BlockerKind.UNRAISED_REPLAN_TRIGGER, hit.subject, f"{hit.trigger.value}: {hit.detail}"
+        )
+
+    for criterion in state.goal.criteria:
+        if not criterion.met:
+            block(BlockerKind.ACCEPTANCE_GAP, criterion.id, f"criterion unmet: {criterion.text}")
+    for agent in missing_vision_checkpoints(state):
+        block(BlockerKind.ACCEPTANCE_GAP, agent, f"vision_checkpoint_missing:{agent}")
+
+    for key in failing_evidence_keys(state):
+        block(BlockerKind.RETRYABLE_POSTCONDITION, key, f"latest run of {key!r} failed")
+
+    def count(kind: BlockerKind) -> int:
+        return sum(b.kind is kind for b in blockers)
+
+    return TerminalAudit(
+        open_todos=count(BlockerKind.OPEN_TODO),
+        due_monitors=count(BlockerKind.DUE_MONITOR),
+        unresolved_blocking_gates=count(BlockerKind.UNRESOLVED_BLOCKING_GATE),
+        pending_successors=count(BlockerKind.PENDING_SUCCESSOR),
+        replan_obligations=count(BlockerKind.REPLAN_OBLIGATION),
+        unraised_replan_triggers=count(BlockerKind.UNRAISED_REPLAN_TRIGGER),
+        acceptance_gaps=count(BlockerKind.ACCEPTANCE_GAP),
+        retryable_postconditions=count(BlockerKind.RETRYABLE_POSTCONDITION),
+        stale_readbacks=count(BlockerKind.STALE_READBACK),
+        blockers=blockers,
+        terminal=not blockers,
+    )
+
+
+def missing_vision_checkpoints(state: GoalState) -> list[str]:
+    """Agents that owe a vision checkpoint for the goal's latest material refresh."""
+    goal = state.goal
+    return [
+        agent
+        for agent in goal.agents_requiring_vision
+        if agent not in goal.vision or goal.vision[agent].refresh_seq < goal.refresh_seq
+    ]
+
+
+def failing_evidence_keys(state: GoalState) -> list[str]:
+    """Evidence keys whose latest record failed: a postcondition to retry."""
+    keys = dict.fromkeys(e.key for e in state.evidence.values())
+    failing: list[str] = []
+    for key in keys:
+        latest = state.latest_evidence(key)
+        if latest is not None and not latest.passed:
+            failing.append(key)
+    return failing

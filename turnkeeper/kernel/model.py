@@ -1,0 +1,315 @@
+"""The goal aggregate: typed entities and :class:`GoalState`.
+
+Everything here is an immutable pydantic model. The state of a goal is never
+edited in place; :mod:`turnkeeper.kernel.evolve` builds a new one from the old
+one and an event, so a state can always be recomputed from its event stream.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+
+class KernelModel(BaseModel):
+    """Base for every kernel model: immutable and strict about unknown fields.
+
+    ``extra="forbid"`` makes a record written by a newer version fail loudly
+    instead of silently dropping the fields this version does not know.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- goal, acceptance, vision -------------------------------------------------
+
+
+class GoalStatus(StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class Criterion(KernelModel):
+    """One acceptance criterion. ``met`` only by a passing, fresh evidence record."""
+
+    id: str
+    text: str
+    met: bool = False
+    evidence_ids: list[str] = Field(default_factory=list)
+
+
+class VisionStatus(StrEnum):
+    PATCHED = "patched"
+    UNCHANGED = "unchanged"
+    RETIRED = "retired"
+    SUPERSEDED = "superseded"
+    NOT_NEEDED = "not_needed"
+
+
+# A checkpoint with one of these statuses changed the agent's vision, so it is an
+# observable delta that may discharge a replan obligation ("unchanged" is not).
+VISION_DELTA_STATUSES = frozenset(
+    {VisionStatus.PATCHED, VisionStatus.RETIRED, VisionStatus.SUPERSEDED}
+)
+
+
+class VisionCheckpoint(KernelModel):
+    """An agent's statement about its vision at material refresh ``refresh_seq``."""
+
+    agent: str
+    status: VisionStatus
+    reason: str = ""
+    vision_text: str | None = None
+    at: datetime
+    refresh_seq: int
+
+
+class NoFollowUpReason(StrEnum):
+    """Why nothing more needs doing: structured so an audit can count the kinds."""
+
+    ACCEPTANCE_MET = "acceptance_met"
+    NO_ACTION_NEEDED = "no_action_needed"
+    HANDLED_ELSEWHERE = "handled_elsewhere"
+    ACCEPTED_RISK = "accepted_risk"
+    OUT_OF_SCOPE = "out_of_scope"
+
+
+class NoFollowUp(KernelModel):
+    """A structured "nothing more to do" record: the reason, a summary, when."""
+
+    reason: NoFollowUpReason
+    summary: str
+    at: datetime
+
+
+class Goal(KernelModel):
+    id: str
+    title: str
+    objective: str
+    criteria: list[Criterion] = Field(default_factory=list)
+    agents_requiring_vision: list[str] = Field(default_factory=list)
+    # Latest checkpoint per agent; older ones live in the event stream.
+    vision: dict[str, VisionCheckpoint] = Field(default_factory=dict)
+    # Bumped by every material refresh (acceptance changed, obligation raised).
+    # A vision checkpoint counts only if taken at the current value.
+    refresh_seq: int = 0
+    status: GoalStatus = GoalStatus.OPEN
+    closure: NoFollowUp | None = None
+    created_at: datetime
+
+
+# --- todos --------------------------------------------------------------------
+
+
+class TodoStatus(StrEnum):
+    OPEN = "open"
+    CLAIMED = "claimed"
+    DONE = "done"
+    BLOCKED = "blocked"
+    SUPERSEDED = "superseded"
+
+
+# Statuses that still count as work to do in the terminal audit.
+UNFINISHED_TODO_STATUSES = frozenset({TodoStatus.OPEN, TodoStatus.CLAIMED, TodoStatus.BLOCKED})
+# Statuses from which an agent could pick the todo up right now (the frontier).
+RUNNABLE_TODO_STATUSES = frozenset({TodoStatus.OPEN, TodoStatus.CLAIMED})
+
+
+class Claim(KernelModel):
+    """Who works on a todo, until when, and the fencing epoch of this claim."""
+
+    owner: str
+    lease_expires_at: datetime
+    epoch: int
+
+    def is_live(self, now: datetime) -> bool:
+        return self.lease_expires_at > now
+
+
+class Completion(KernelModel):
+    owner: str
+    evidence_ids: list[str]
+    at: datetime
+
+
+class Todo(KernelModel):
+    id: str
+    title: str
+    status: TodoStatus = TodoStatus.OPEN
+    depends_on: list[str] = Field(default_factory=list)
+    claim: Claim | None = None
+    # The last epoch handed out; survives release so the next claim gets a new one.
+    epoch: int = 0
+    required_evidence: list[str] = Field(default_factory=list)
+    successor_required: bool = False
+    successor_of: str | None = None
+    successors: list[str] = Field(default_factory=list)
+    blocked_reason: str | None = None
+    superseded_reason: str | None = None
+    completion: Completion | None = None
+    created_at: datetime
+
+
+# --- gates --------------------------------------------------------------------
+
+
+class GateStatus(StrEnum):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+class GateResolution(KernelModel):
+    by: str
+    # "approved", "rejected" or any other free-form decision word.
+    decision: str
+    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    at: datetime
+
+
+class Gate(KernelModel):
+    id: str
+    title: str
+    blocking: bool = True
+    # Todo ids the decision covers; empty means the whole goal.
+    scope: list[str] = Field(default_factory=list)
+    status: GateStatus = GateStatus.OPEN
+    resolution: GateResolution | None = None
+    opened_at: datetime
+
+    def blocks(self, todo_id: str) -> bool:
+        """True while this gate stops ``todo_id`` from being claimed."""
+        unresolved = self.status is GateStatus.OPEN
+        return self.blocking and unresolved and (not self.scope or todo_id in self.scope)
+
+
+# --- monitors -----------------------------------------------------------------
+
+
+class Readback(KernelModel):
+    value: JsonValue
+    at: datetime
+
+
+class Monitor(KernelModel):
+    id: str
+    target: str
+    cadence_seconds: int
+    next_due: datetime
+    last_readback: Readback | None = None
+    # Consecutive readbacks that returned the previous value.
+    no_change_streak: int = 0
+    # When the current value was first read: identifies one stall occurrence.
+    streak_started_at: datetime | None = None
+    stall_limit: int = 3
+    required: bool = False
+    freshness_seconds: int | None = None
+    retired: bool = False
+    retired_reason: str | None = None
+
+
+# --- evidence -----------------------------------------------------------------
+
+
+class Evidence(KernelModel):
+    """A command's result bound to the revision it ran on and the time it ran."""
+
+    id: str
+    key: str
+    command: str
+    revision: str | None = None
+    exit_code: int
+    output_digest: str = ""
+    recorded_at: datetime
+    freshness_seconds: int
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+    def is_fresh(self, now: datetime) -> bool:
+        # A record from the future is not fresh either: freshness is never assumed.
+        age = (now - self.recorded_at).total_seconds()
+        return 0 <= age <= self.freshness_seconds
+
+
+# --- replan obligations -------------------------------------------------------
+
+
+class ReplanTrigger(StrEnum):
+    FRONTIER_EXHAUSTED = "frontier_exhausted"
+    MONITOR_STALLED = "monitor_stalled"
+    EVIDENCE_CONTRADICTED = "evidence_contradicted"
+    EVIDENCE_STALE = "evidence_stale"
+    SUCCESSOR_NEEDED = "successor_needed"
+
+
+class ObligationStatus(StrEnum):
+    OPEN = "open"
+    DISCHARGED = "discharged"
+
+
+class Discharge(KernelModel):
+    """The observable delta that discharged an obligation."""
+
+    # The proposal kind that carried the delta, e.g. "add_todo".
+    by: str
+    # The entity the delta touched (todo id, agent, "acceptance", ...).
+    ref: str
+    at: datetime
+
+
+class ReplanObligation(KernelModel):
+    id: str
+    trigger: ReplanTrigger
+    # The entity the trigger is about (goal id, monitor id, evidence key, todo id).
+    subject: str
+    # Identifies one occurrence of the condition, so a discharged obligation is
+    # not raised again while the same occurrence persists.
+    fingerprint: str
+    detail: str
+    raised_at: datetime
+    status: ObligationStatus = ObligationStatus.OPEN
+    discharged_by: Discharge | None = None
+
+
+# --- the aggregate ------------------------------------------------------------
+
+
+class GoalNote(KernelModel):
+    author: str
+    text: str
+    at: datetime
+
+
+class GoalState(KernelModel):
+    """Everything the kernel knows about one goal, folded from its event stream."""
+
+    goal: Goal
+    todos: dict[str, Todo] = Field(default_factory=dict)
+    gates: dict[str, Gate] = Field(default_factory=dict)
+    monitors: dict[str, Monitor] = Field(default_factory=dict)
+    evidence: dict[str, Evidence] = Field(default_factory=dict)
+    obligations: dict[str, ReplanObligation] = Field(default_factory=dict)
+    no_follow_ups: list[NoFollowUp] = Field(default_factory=list)
+    notes: list[GoalNote] = Field(default_factory=list)
+    # Number of events folded into this state (the stream's length).
+    version: int = 0
+
+    @property
+    def is_closed(self) -> bool:
+        return self.goal.status is GoalStatus.CLOSED
+
+    def open_obligations(self) -> list[ReplanObligation]:
+        return [o for o in self.obligations.values() if o.status is ObligationStatus.OPEN]
+
+    def latest_evidence(self, key: str) -> Evidence | None:
+        """The most recent record for ``key`` by run time, ties broken by log order."""
+        records = self.evidence_for_key(key)
+        return records[-1] if records else None
+
+    def evidence_for_key(self, key: str) -> list[Evidence]:
+        """All records for ``key``, oldest first (run time, then log order)."""
+        indexed = [(e.recorded_at, i, e) for i, e in enumerate(self.evidence.values())]
+        return [e for _, _, e in sorted(indexed, key=lambda t: (t[0], t[1])) if e.key == key]

@@ -1,0 +1,186 @@
+"""Replan triggers: when the work's meaning must change, not just continue (seed 001).
+
+A trigger is a condition on the state. While it holds and no obligation covers
+it, the kernel raises a replan obligation, which only an observable delta (a new
+or superseded todo, a successor, changed acceptance, a vision patch, a structured
+no-follow-up) can discharge.
+
+Each condition is identified by ``(trigger, subject, fingerprint)``. The
+fingerprint names one *occurrence* of the condition: once an obligation for an
+occurrence was raised, that occurrence never raises another, even after the
+obligation is discharged; a new occurrence (a new failing run, a new stall)
+does. And while an obligation for ``(trigger, subject)`` is open, no second one
+is raised.
+
+``evidence_stale`` depends on the clock, so ``decide`` raises it only on an
+explicit ``Reassess``; every other trigger changes only through a proposal, so
+``decide`` checks them after every accepted proposal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from turnkeeper.kernel.events import ObligationRaised
+from turnkeeper.kernel.model import (
+    RUNNABLE_TODO_STATUSES,
+    Evidence,
+    GoalState,
+    KernelModel,
+    ObligationStatus,
+    ReplanTrigger,
+    Todo,
+    TodoStatus,
+)
+
+TIME_BASED_TRIGGERS = frozenset({ReplanTrigger.EVIDENCE_STALE})
+
+
+class TriggerHit(KernelModel):
+    """A replan condition that holds now."""
+
+    trigger: ReplanTrigger
+    subject: str
+    fingerprint: str
+    detail: str
+
+
+def needs_successor(todo: Todo) -> bool:
+    """A finished todo that promised a successor and has none yet."""
+    finished = todo.status in (TodoStatus.DONE, TodoStatus.SUPERSEDED)
+    return finished and todo.successor_required and not todo.successors
+
+
+def relied_evidence_keys(state: GoalState) -> list[str]:
+    """Evidence keys that a done todo or a met criterion stands on, in a stable order."""
+    keys: dict[str, None] = {}
+    for todo in state.todos.values():
+        if todo.status is TodoStatus.DONE:
+            keys.update(dict.fromkeys(todo.required_evidence))
+    for criterion in state.goal.criteria:
+        if criterion.met:
+            for evidence_id in criterion.evidence_ids:
+                if evidence_id in state.evidence:
+                    keys[state.evidence[evidence_id].key] = None
+    return list(keys)
+
+
+def detect_triggers(state: GoalState, now: datetime) -> list[TriggerHit]:
+    """Every replan condition that holds in ``state`` at ``now``."""
+    hits: list[TriggerHit] = []
+    hits.extend(_frontier_exhausted(state))
+    for monitor in state.monitors.values():
+        if not monitor.retired and monitor.no_change_streak > monitor.stall_limit:
+            hits.append(
+                TriggerHit(
+                    trigger=ReplanTrigger.MONITOR_STALLED,
+                    subject=monitor.id,
+                    fingerprint=str(monitor.streak_started_at),
+                    detail=f"{monitor.target}: no change for {monitor.no_change_streak} readbacks",
+                )
+            )
+    for key in relied_evidence_keys(state):
+        hits.extend(_evidence_hits(key, state.evidence_for_key(key), now))
+    for todo in state.todos.values():
+        if needs_successor(todo):
+            hits.append(
+                TriggerHit(
+                    trigger=ReplanTrigger.SUCCESSOR_NEEDED,
+                    subject=todo.id,
+                    fingerprint="",
+                    detail=f"todo {todo.id} requires a successor",
+                )
+            )
+    return hits
+
+
+def pending_triggers(
+    state: GoalState, now: datetime, *, include_time_based: bool = True
+) -> list[TriggerHit]:
+    """Conditions that hold and that no obligation covers yet."""
+    seen = {(o.trigger, o.subject, o.fingerprint) for o in state.obligations.values()}
+    open_subjects = {
+        (o.trigger, o.subject)
+        for o in state.obligations.values()
+        if o.status is ObligationStatus.OPEN
+    }
+    return [
+        hit
+        for hit in detect_triggers(state, now)
+        if (include_time_based or hit.trigger not in TIME_BASED_TRIGGERS)
+        and (hit.trigger, hit.subject, hit.fingerprint) not in seen
+        and (hit.trigger, hit.subject) not in open_subjects
+    ]
+
+
+def raise_obligations(
+    state: GoalState, hits: list[TriggerHit], now: datetime
+) -> list[ObligationRaised]:
+    """Events raising one obligation per hit.
+
+    Ids are derived from the obligation count (``obl-1``, ``obl-2``, ...): the
+    stream is the only writer of a goal, so the count is unique and replayable.
+    """
+    base = len(state.obligations)
+    return [
+        ObligationRaised(
+            obligation_id=f"obl-{base + n}",
+            trigger=hit.trigger,
+            subject=hit.subject,
+            fingerprint=hit.fingerprint,
+            detail=hit.detail,
+            at=now,
+        )
+        for n, hit in enumerate(hits, start=1)
+    ]
+
+
+def _frontier_exhausted(state: GoalState) -> list[TriggerHit]:
+    # A goal that never had a todo has no frontier to exhaust; its unmet
+    # acceptance already shows as an acceptance gap in the audit.
+    todos = state.todos.values()
+    unmet = [c.id for c in state.goal.criteria if not c.met]
+    runnable = any(t.status in RUNNABLE_TODO_STATUSES for t in todos)
+    if not unmet or not todos or runnable:
+        return []
+    finished = sum(t.status in (TodoStatus.DONE, TodoStatus.SUPERSEDED) for t in todos)
+    return [
+        TriggerHit(
+            trigger=ReplanTrigger.FRONTIER_EXHAUSTED,
+            subject=state.goal.id,
+            fingerprint=f"todos={len(todos)},finished={finished}",
+            detail=f"no runnable todo while criteria are unmet: {', '.join(unmet)}",
+        )
+    ]
+
+
+def _evidence_hits(key: str, records: list[Evidence], now: datetime) -> list[TriggerHit]:
+    if not records:
+        return []
+    latest = records[-1]
+    if not latest.passed:
+        # The occurrence is the first failure after the last pass, so re-running
+        # a still-failing command does not raise a new obligation each time.
+        first_failure = latest
+        for record in reversed(records):
+            if record.passed:
+                break
+            first_failure = record
+        return [
+            TriggerHit(
+                trigger=ReplanTrigger.EVIDENCE_CONTRADICTED,
+                subject=key,
+                fingerprint=first_failure.id,
+                detail=f"{key!r} now fails (exit {latest.exit_code}) but work relied on it",
+            )
+        ]
+    if not latest.is_fresh(now):
+        return [
+            TriggerHit(
+                trigger=ReplanTrigger.EVIDENCE_STALE,
+                subject=key,
+                fingerprint=latest.id,
+                detail=f"{key!r} was last verified at {latest.recorded_at.isoformat()}",
+            )
+        ]
+    return []
