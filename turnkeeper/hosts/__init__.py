@@ -1,0 +1,41 @@
+"""Hosts execute one turn of an agent: agent CLIs, Python callables, a scripted fake.
+
+Public surface: the models and protocols in :mod:`turnkeeper.hosts.base`,
+:func:`load_host`, and the process tracking in :mod:`turnkeeper.hosts.process_tree`.
+"""
+
+from turnkeeper.hosts.base import (
+    MARKER_ENV,
+    Host,
+    HostErrorKind,
+    HostEvent,
+    HostOutcome,
+    HostRun,
+    HostSpawnFailed,
+    HostStatus,
+    KilledProcess,
+    KillReport,
+    ProcessIdentity,
+    TurnKind,
+    TurnRequest,
+)
+from turnkeeper.hosts.registry import ENTRY_POINT_GROUP, available_host_kinds, load_host
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MARKER_ENV",
+    "Host",
+    "HostErrorKind",
+    "HostEvent",
+    "HostOutcome",
+    "HostRun",
+    "HostSpawnFailed",
+    "HostStatus",
+    "KillReport",
+    "KilledProcess",
+    "ProcessIdentity",
+    "TurnKind",
+    "TurnRequest",
+    "available_host_kinds",
+    "load_host",
+]

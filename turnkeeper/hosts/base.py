@@ -1,0 +1,211 @@
+"""The host contract: what a turn driver hands a host and what it gets back.
+
+A host executes one turn of an agent. The driver records ``turn.accepted``,
+calls :meth:`Host.start`, records :attr:`HostRun.identity`, consumes
+:meth:`HostRun.events` by sequence number and finally records the
+:class:`HostOutcome` of :meth:`HostRun.wait` as the turn's receipt.
+
+Every model here is frozen JSON-able pydantic so it can go into the journal as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from turnkeeper.errors import FailedPrecondition
+
+#: The environment variable that marks every process of a turn. It is inherited by
+#: ``setsid`` grandchildren, which is how a restarted control plane finds them.
+MARKER_ENV = "TURNKEEPER_TURN_ID"
+SESSION_ENV = "TURNKEEPER_SESSION_ID"
+ATTEMPT_ENV = "TURNKEEPER_ATTEMPT"
+
+
+class TurnKind(StrEnum):
+    START = "start"
+    CONTINUATION = "continuation"
+    RETRY = "retry"
+    REPLAN = "replan"
+    REPAIR = "repair"
+
+
+class HostStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class HostErrorKind(StrEnum):
+    """Why a host step failed; goes into the receipt as ``error_kind``."""
+
+    SIGNAL = "signal"  # the host process died of a signal (including our SIGKILL)
+    EXIT_CODE = "exit_code"  # it exited non-zero, or reported a fatal error itself
+    TIMEOUT = "timeout"  # the turn outlived ``timeout_seconds`` and we ended it
+    PROTOCOL = "protocol"  # unreadable output or an unusable host session
+    SPAWN = "spawn"  # the process never started
+
+
+class TurnRequest(BaseModel):
+    """One turn as the host sees it (a projection of the turn envelope)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # The marker value: no whitespace, "=" or NUL, so it is exact inside an environ entry.
+    turn_id: str = Field(pattern=r"^[^\s=\x00]+$")
+    session_id: str = Field(min_length=1)
+    generation: int = Field(ge=0)
+    attempt: int = Field(ge=1)
+    kind: TurnKind
+    instructions: str
+    workspace: Path
+    # The agent's own session id (Codex thread id, Claude session id, ...). Set on a
+    # continuation so the host resumes the conversation instead of starting afresh.
+    host_session_handle: str | None = None
+    todo_id: str | None = None
+    todo_title: str | None = None
+    timeout_seconds: float = Field(default=3600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    # Per-turn host settings; they override the config the host was loaded with.
+    host_config: dict[str, Any] = Field(default_factory=dict)
+
+
+class HostEvent(BaseModel):
+    """One item of a turn's event stream. ``seq`` starts at 1 and has no gaps."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(ge=1)
+    kind: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProcessIdentity(BaseModel):
+    """A process, named so that a recycled pid can never pass for it.
+
+    ``start_time`` is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot) and
+    ``boot_id`` is ``/proc/sys/kernel/random/boot_id``: a pid is only ours if both
+    still match. ``marker`` is the turn id carried in ``TURNKEEPER_TURN_ID``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    pid: int = Field(gt=0)
+    start_time: int = Field(ge=0)
+    boot_id: str
+    marker: str
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.boot_id}:{self.start_time}"
+
+
+class KilledProcess(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    pid: int
+    start_time: int
+    # Why it was a target: "identity" (the host process), "descendant", "marker".
+    reason: str
+    cmdline: str = ""
+
+
+class KillReport(BaseModel):
+    """What :func:`~turnkeeper.hosts.process_tree.kill_turn_processes` ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn_id: str
+    killed: list[KilledProcess] = Field(default_factory=list)
+    # Targets still present when the wait gave up (should stay empty: SIGKILL).
+    survivors: list[int] = Field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.survivors
+
+
+class HostOutcome(BaseModel):
+    """How a host step ended: the payload of the turn's receipt."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: HostStatus
+    error_kind: HostErrorKind | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    message: str = ""
+    # The handle the host bound (or was resumed with); None if it never bound one.
+    host_session_handle: str | None = None
+    # What the agent reported in its ``result`` event (summary, todo_done, evidence...).
+    result: dict[str, Any] = Field(default_factory=dict)
+    last_seq: int = Field(default=0, ge=0)
+    stderr_tail: str = ""
+    # Marked processes still running after the host exited, ended by the host.
+    stragglers_killed: list[int] = Field(default_factory=list)
+    duration_seconds: float = 0.0
+
+    @model_validator(mode="after")
+    def _error_kind_iff_failed(self) -> HostOutcome:
+        if (self.status is HostStatus.FAILED) != (self.error_kind is not None):
+            raise ValueError("error_kind is required for, and only for, a failed outcome")
+        return self
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status is HostStatus.SUCCEEDED
+
+
+@runtime_checkable
+class HostRun(Protocol):
+    """A running (or finished) turn of a host."""
+
+    @property
+    def identity(self) -> ProcessIdentity: ...
+
+    def events(self, after_seq: int = 0, *, follow: bool = True) -> Iterator[HostEvent]:
+        """Events with ``seq > after_seq`` in order.
+
+        With ``follow`` the iterator blocks for new events and ends when the run
+        has finished and every event was yielded; without it, it stops at the
+        events available now.
+        """
+        ...
+
+    def wait(self, timeout: float | None = None) -> HostOutcome:
+        """Block until the run ends; raises ``Unavailable`` if ``timeout`` passes first."""
+        ...
+
+    def kill_tree(self) -> KillReport:
+        """End the host process, its descendants and every marked process. Idempotent."""
+        ...
+
+    def is_alive(self) -> bool: ...
+
+
+@runtime_checkable
+class Host(Protocol):
+    """An adapter that runs turns. Loaded by :func:`turnkeeper.hosts.load_host`."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def start(self, request: TurnRequest) -> HostRun:
+        """Start the turn; raises :class:`HostSpawnFailed` if no process started."""
+        ...
+
+
+class HostSpawnFailed(FailedPrecondition):
+    """No host process started (missing binary, missing workspace, ...).
+
+    ``outcome`` is the failed/``spawn`` outcome the driver records as the receipt.
+    """
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None):
+        super().__init__(message, reason="host_spawn_failed", details=details)
+        self.outcome = HostOutcome(
+            status=HostStatus.FAILED, error_kind=HostErrorKind.SPAWN, message=message
+        )

@@ -1,0 +1,71 @@
+"""Host kind ``python``: run ``module:function`` in a child Python process.
+
+The callable gets the :class:`~turnkeeper.hosts.base.TurnRequest` and an
+``emit(kind, data)`` function and returns the result dict (or None). It runs in a
+subprocess (``python -m turnkeeper.hosts.python_runner module:function``) rather
+than in the control plane so that it can be killed, timed out, found by marker and
+accounted for exactly like an agent CLI: the subprocess host machinery does all that.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.hosts.subprocess_host import (
+    SubprocessHostConfig,
+    SubprocessRun,
+    spawn,
+    validate_config,
+)
+
+# The directory that holds the ``turnkeeper`` package: put first on the child's
+# PYTHONPATH so the child runs the same turnkeeper code as the control plane, even
+# from a source checkout that is not installed.
+_SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def python_env(extra_paths: list[str] | None = None) -> dict[str, str]:
+    paths = [*(extra_paths or []), _SOURCE_ROOT]
+    if inherited := os.environ.get("PYTHONPATH"):
+        paths.append(inherited)
+    # Unbuffered: an event printed just before a SIGKILL must still reach us.
+    return {"PYTHONPATH": os.pathsep.join(paths), "PYTHONUNBUFFERED": "1"}
+
+
+class PythonHostConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    callable: str = Field(pattern=r"^[\w.]+:[\w.]+$")
+    python: str = Field(default_factory=lambda: sys.executable)
+    pythonpath: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    kill_stragglers: bool = True
+
+
+class PythonHost:
+    kind = "python"
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self._config = dict(config or {})
+        validate_config(PythonHostConfig, self._config)
+
+    def start(self, request: TurnRequest) -> SubprocessRun:
+        cfg: PythonHostConfig = validate_config(PythonHostConfig, self._config, request.host_config)
+        sub = SubprocessHostConfig(
+            command=[cfg.python, "-m", "turnkeeper.hosts.python_runner", cfg.callable],
+            event_format="jsonl",
+            stdin="request",
+            env={**python_env(cfg.pythonpath), **cfg.env},
+            kill_stragglers=cfg.kill_stragglers,
+        )
+        payload = {
+            "request": request.model_dump(mode="json"),
+            "config": cfg.model_dump(mode="json"),
+        }
+        return spawn(request, sub, stdin_request=payload)

@@ -1,0 +1,73 @@
+"""Host discovery through the ``turnkeeper.hosts`` entry-point group.
+
+A third party adds a host by declaring, in its own package::
+
+    [project.entry-points."turnkeeper.hosts"]
+    mykind = "mypkg.hosts:MyHost"
+
+where ``MyHost(config: dict) -> Host``. Installing a host gives it no authority:
+it only runs turns the driver hands it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from turnkeeper.errors import InvalidArgument, NotFound
+from turnkeeper.hosts.base import Host
+
+ENTRY_POINT_GROUP = "turnkeeper.hosts"
+
+# Used only when the distribution's entry points are not installed (a source
+# checkout run without ``pip install -e .``); an installed entry point always wins.
+_BUILTINS = {
+    "subprocess": "turnkeeper.hosts.subprocess_host:SubprocessHost",
+    "python": "turnkeeper.hosts.python_host:PythonHost",
+    "scripted": "turnkeeper.hosts.scripted:ScriptedHost",
+}
+
+
+def _factories() -> dict[str, Callable[[], Any]]:
+    found: dict[str, Callable[[], Any]] = {
+        name: functools.partial(_load_path, target) for name, target in _BUILTINS.items()
+    }
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found[ep.name] = ep.load
+    return found
+
+
+def _load_path(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def available_host_kinds() -> list[str]:
+    return sorted(_factories())
+
+
+def load_host(kind: str, config: dict[str, Any] | None = None) -> Host:
+    """Instantiate the host registered as ``kind`` with ``config``.
+
+    ``NotFound`` (listing the known kinds) for an unknown kind; ``InvalidArgument``
+    if the config is rejected or the entry point does not produce a ``Host``.
+    """
+    factories = _factories()
+    if kind not in factories:
+        known = sorted(factories)
+        raise NotFound(
+            f"unknown host kind {kind!r}; known kinds: {', '.join(known)}",
+            reason="unknown_host_kind",
+            details={"kind": kind, "known": known},
+        )
+    factory = factories[kind]()
+    host = factory(dict(config or {}))
+    if not isinstance(host, Host):
+        raise InvalidArgument(
+            f"host kind {kind!r} produced {type(host).__name__}, which is not a Host",
+            reason="invalid_host",
+        )
+    return host

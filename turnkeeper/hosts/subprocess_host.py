@@ -1,0 +1,397 @@
+"""Run any command as a host: an agent CLI, a script, the Python runner, the scripted agent.
+
+How a turn reaches the command (pick per host in config):
+
+* placeholders in ``command`` / ``resume_command`` args: ``{instructions}``,
+  ``{workspace}``, ``{turn_id}``, ``{session_id}``, ``{attempt}``, ``{handle}``
+  (plain substring replacement, so JSON braces in args are safe);
+* ``stdin="instructions"`` writes the instructions to stdin and closes it;
+  ``stdin="request"`` writes ``{"request": <TurnRequest>, "config": {...}}`` as JSON
+  (how the Python and scripted hosts get their turn); the default ``"null"`` gives
+  ``/dev/null`` (Codex waits on an open stdin).
+
+Instructions are deliberately *not* put in the environment: it is inherited by every
+shell command the agent runs, and Linux caps one variable at 128 KiB.
+
+``resume_command`` is used instead of ``command`` when the request carries a
+``host_session_handle`` (e.g. ``codex exec resume --json {handle} {instructions}``).
+
+The process gets ``TURNKEEPER_TURN_ID`` / ``_SESSION_ID`` / ``_ATTEMPT`` on top of the
+inherited environment and runs in a session of its own, so it can be ended as a
+tree and found by marker after a control-plane crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from turnkeeper.errors import InvalidArgument, Unavailable
+from turnkeeper.hosts import process_tree
+from turnkeeper.hosts._events import EventLog, ProtocolError, dig, parse_jsonl_line
+from turnkeeper.hosts.base import (
+    ATTEMPT_ENV,
+    MARKER_ENV,
+    SESSION_ENV,
+    HostErrorKind,
+    HostEvent,
+    HostOutcome,
+    HostSpawnFailed,
+    HostStatus,
+    KillReport,
+    ProcessIdentity,
+    TurnRequest,
+)
+
+_READ_CHUNK = 65536
+log = logging.getLogger(__name__)
+
+
+class HandleRule(BaseModel):
+    """Where in which event the host's session handle appears (``field`` is dotted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    field: str
+
+
+class SubprocessHostConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: list[str] = Field(min_length=1)
+    resume_command: list[str] | None = None
+    event_format: Literal["jsonl", "text"] = "text"
+    stdin: Literal["null", "instructions", "request"] = "null"
+    # In jsonl mode a malformed line fails the turn (error kind protocol) unless tolerated.
+    tolerate_malformed: bool = False
+    env: dict[str, str] = Field(default_factory=dict)
+    inherit_env: bool = True
+    handle_from: list[HandleRule] = Field(
+        default_factory=lambda: [HandleRule(kind="session.bound", field="handle")]
+    )
+    result_kind: str = "result"
+    # After the host exits, end processes still carrying the turn's marker: a turn is
+    # bounded, and whatever it left running would otherwise outlive its receipt.
+    kill_stragglers: bool = True
+    # How long to keep reading output after the host exited (a detached child may
+    # hold the pipe open forever).
+    drain_seconds: float = Field(default=2.0, ge=0)
+    stderr_tail_bytes: int = Field(default=65536, ge=0)
+    max_line_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+
+
+def validate_config(model: type[BaseModel], *layers: dict[str, Any]) -> Any:
+    """Merge config layers (later wins) and validate; ``InvalidArgument`` on failure."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer)
+    try:
+        return model.model_validate(merged)
+    except ValidationError as exc:
+        raise InvalidArgument(
+            f"invalid {model.__name__}: {exc.errors(include_url=False)}",
+            reason="invalid_host_config",
+        ) from None
+
+
+class SubprocessHost:
+    """Host kind ``subprocess``: config is a :class:`SubprocessHostConfig` dict."""
+
+    kind = "subprocess"
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self._config = dict(config or {})
+        validate_config(SubprocessHostConfig, self._config)  # fail at load, not at turn
+
+    def start(self, request: TurnRequest) -> SubprocessRun:
+        cfg = validate_config(SubprocessHostConfig, self._config, request.host_config)
+        payload = {
+            "request": request.model_dump(mode="json"),
+            "config": cfg.model_dump(mode="json"),
+        }
+        return spawn(request, cfg, stdin_request=payload)
+
+
+def _substitute(args: list[str], request: TurnRequest) -> list[str]:
+    values = {
+        "{instructions}": request.instructions,
+        "{workspace}": str(request.workspace),
+        "{turn_id}": request.turn_id,
+        "{session_id}": request.session_id,
+        "{attempt}": str(request.attempt),
+        "{handle}": request.host_session_handle or "",
+    }
+    out = []
+    for template in args:
+        arg = template
+        for token, value in values.items():
+            arg = arg.replace(token, value)
+        out.append(arg)
+    return out
+
+
+def turn_env(request: TurnRequest, cfg: SubprocessHostConfig) -> dict[str, str]:
+    base = (
+        dict(os.environ)
+        if cfg.inherit_env
+        else {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    )
+    # The markers go last so neither config nor request can overwrite them.
+    return {
+        **base,
+        **cfg.env,
+        **request.env,
+        MARKER_ENV: request.turn_id,
+        SESSION_ENV: request.session_id,
+        ATTEMPT_ENV: str(request.attempt),
+    }
+
+
+def spawn(
+    request: TurnRequest,
+    cfg: SubprocessHostConfig,
+    *,
+    stdin_request: dict[str, Any] | None = None,
+) -> SubprocessRun:
+    """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
+    template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
+    args = _substitute(template or cfg.command, request)
+    if not request.workspace.is_dir():
+        raise HostSpawnFailed(f"workspace {request.workspace} is not a directory")
+    stdin_data: bytes | None = None
+    if cfg.stdin == "instructions":
+        stdin_data = request.instructions.encode()
+    elif cfg.stdin == "request":
+        payload = stdin_request or {"request": request.model_dump(mode="json")}
+        stdin_data = json.dumps(payload).encode()
+    # The lock keeps the orphan reaper from reaping this child before it is registered.
+    with process_tree.spawn_lock:
+        try:
+            proc = subprocess.Popen(
+                args,
+                cwd=request.workspace,
+                env=turn_env(request, cfg),
+                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise HostSpawnFailed(
+                f"cannot start {args[0]!r}: {exc}", details={"args": args[:1]}
+            ) from None
+        process_tree.register_owned_child(proc.pid)
+    identity = process_tree.identify(proc.pid, request.turn_id)
+    return SubprocessRun(request, cfg, proc, identity, stdin_data)
+
+
+class SubprocessRun:
+    """A running command. Three threads: stdin writer, output reader, monitor."""
+
+    def __init__(
+        self,
+        request: TurnRequest,
+        cfg: SubprocessHostConfig,
+        proc: subprocess.Popen[bytes],
+        identity: ProcessIdentity,
+        stdin_data: bytes | None,
+    ) -> None:
+        self.request = request
+        self._cfg = cfg
+        self._proc = proc
+        self._identity = identity
+        self._log = EventLog()
+        self._started = time.monotonic()
+        self._stderr = bytearray()
+        self._stop_io = threading.Event()
+        self._done = threading.Event()
+        self._outcome: HostOutcome | None = None
+        self._killed_by_us = False
+        self._timed_out = False
+        self._malformed: list[str] = []
+        self._fatal: tuple[HostErrorKind, str] | None = None
+        self._handle = request.host_session_handle
+        self._result: dict[str, Any] = {}
+        name = f"turnkeeper-host-{request.turn_id}"
+        if stdin_data is not None:
+            threading.Thread(
+                target=self._write_stdin, args=(stdin_data,), name=f"{name}-stdin", daemon=True
+            ).start()
+        self._io = threading.Thread(target=self._read_output, name=f"{name}-io", daemon=True)
+        self._io.start()
+        threading.Thread(target=self._monitor, name=f"{name}-monitor", daemon=True).start()
+
+    # --- HostRun ------------------------------------------------------------------
+
+    @property
+    def identity(self) -> ProcessIdentity:
+        return self._identity
+
+    def events(self, after_seq: int = 0, *, follow: bool = True) -> Iterator[HostEvent]:
+        return self._log.iter(after_seq, follow=follow)
+
+    def wait(self, timeout: float | None = None) -> HostOutcome:
+        if not self._done.wait(timeout):
+            raise Unavailable(
+                f"turn {self.request.turn_id} is still running", reason="host_running"
+            )
+        assert self._outcome is not None
+        return self._outcome
+
+    def kill_tree(self) -> KillReport:
+        self._killed_by_us = True
+        return process_tree.kill_turn_processes(self.request.turn_id, self._identity)
+
+    def is_alive(self) -> bool:
+        return process_tree.is_alive(self._identity)
+
+    # --- threads ------------------------------------------------------------------
+
+    def _write_stdin(self, data: bytes) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(data)
+            stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the host exited without reading its input; its outcome says why
+
+    def _read_output(self) -> None:
+        stdout, stderr = self._proc.stdout, self._proc.stderr
+        assert stdout is not None
+        assert stderr is not None
+        sel = selectors.DefaultSelector()
+        sel.register(stdout, selectors.EVENT_READ, "out")
+        sel.register(stderr, selectors.EVENT_READ, "err")
+        pending = b""
+        try:
+            while sel.get_map() and not self._stop_io.is_set():
+                for key, _ in sel.select(timeout=0.1):
+                    chunk = os.read(key.fd, _READ_CHUNK)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                    elif key.data == "err":
+                        self._stderr += chunk
+                        excess = len(self._stderr) - self._cfg.stderr_tail_bytes
+                        if excess > 0:
+                            del self._stderr[:excess]
+                    else:
+                        pending = self._feed(pending + chunk)
+            if pending:
+                self._line(pending)  # a last line without its newline still counts
+        finally:
+            sel.close()
+            stdout.close()
+            stderr.close()
+
+    def _feed(self, buf: bytes) -> bytes:
+        *lines, rest = buf.split(b"\n")
+        for line in lines:
+            self._line(line)
+        if len(rest) > self._cfg.max_line_bytes:
+            if self._cfg.event_format == "text":
+                self._line(rest)  # plain output: an overlong line is just split
+            else:
+                self._protocol_error(f"line longer than {self._cfg.max_line_bytes} bytes", rest)
+            return b""
+        return rest
+
+    def _line(self, line: bytes) -> None:
+        if self._cfg.event_format == "text":
+            self._event("output", {"text": line.decode(errors="replace").rstrip("\r")})
+            return
+        try:
+            parsed = parse_jsonl_line(line)
+        except ProtocolError as exc:
+            self._protocol_error(str(exc), line)
+            return
+        if parsed is not None:
+            self._event(*parsed)
+
+    def _protocol_error(self, message: str, line: bytes) -> None:
+        self._malformed.append(message)
+        excerpt = line[:500].decode(errors="replace")
+        self._event("error", {"error_kind": "protocol", "message": message, "line": excerpt})
+
+    def _event(self, kind: str, data: dict[str, Any]) -> None:
+        for rule in self._cfg.handle_from:
+            if kind == rule.kind and isinstance(handle := dig(data, rule.field), str):
+                self._handle = handle
+        if kind == self._cfg.result_kind:
+            self._result = data
+        if kind == "error" and data.get("fatal") is True:
+            try:
+                error_kind = HostErrorKind(data.get("error_kind", "exit_code"))
+            except ValueError:
+                error_kind = HostErrorKind.EXIT_CODE
+            self._fatal = (error_kind, str(data.get("message", "host reported a fatal error")))
+        self._log.append(kind, data)
+
+    def _monitor(self) -> None:
+        turn_id = self.request.turn_id
+        try:
+            returncode = self._proc.wait(timeout=self.request.timeout_seconds)
+        except subprocess.TimeoutExpired:
+            self._timed_out = True
+            process_tree.kill_turn_processes(turn_id, self._identity)
+            returncode = self._proc.wait()
+        stragglers: list[int] = []
+        if self._cfg.kill_stragglers:
+            try:
+                stragglers = [k.pid for k in process_tree.kill_turn_processes(turn_id).killed]
+            except Exception:  # never leave wait() hanging; the driver re-checks by marker
+                log.exception("turn %s: ending stragglers failed", turn_id)
+        self._io.join(self._cfg.drain_seconds)
+        if self._io.is_alive():
+            self._stop_io.set()
+            self._io.join()
+        process_tree.unregister_owned_child(self._proc.pid)
+        self._outcome = self._build_outcome(returncode, stragglers)
+        self._log.close()
+        self._done.set()
+
+    def _build_outcome(self, returncode: int, stragglers: list[int]) -> HostOutcome:
+        common: dict[str, Any] = {
+            "exit_code": returncode if returncode >= 0 else None,
+            "signal": -returncode if returncode < 0 else None,
+            "host_session_handle": self._handle,
+            "result": self._result,
+            "last_seq": self._log.last_seq,
+            "stderr_tail": self._stderr.decode(errors="replace"),
+            "stragglers_killed": stragglers,
+            "duration_seconds": round(time.monotonic() - self._started, 3),
+        }
+        failure: tuple[HostErrorKind, str] | None = None
+        if self._timed_out:
+            failure = (HostErrorKind.TIMEOUT, f"exceeded {self.request.timeout_seconds}s")
+        elif returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = f"signal {-returncode}"
+            who = "killed by the control plane" if self._killed_by_us else "died"
+            failure = (HostErrorKind.SIGNAL, f"host {who} ({name})")
+        elif self._malformed and not self._cfg.tolerate_malformed:
+            msg = f"{len(self._malformed)} malformed output line(s); first: {self._malformed[0]}"
+            failure = (HostErrorKind.PROTOCOL, msg)
+        elif self._fatal is not None:
+            failure = self._fatal
+        elif returncode != 0:
+            failure = (HostErrorKind.EXIT_CODE, f"host exited with code {returncode}")
+        if failure is None:
+            return HostOutcome(status=HostStatus.SUCCEEDED, **common)
+        return HostOutcome(
+            status=HostStatus.FAILED, error_kind=failure[0], message=failure[1], **common
+        )
