@@ -1,0 +1,218 @@
+"""JSON round-trips, the recovery report, bounded state size and kernel purity."""
+
+from __future__ import annotations
+
+import ast
+import typing
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+import turnkeeper.kernel.session as session_pkg
+from tests.kernel_session.helpers import (
+    OWNER,
+    Harness,
+    accept,
+    at,
+    complete_turn,
+    fail_turn,
+    new_session,
+    proc,
+    record,
+    snapshot,
+    start_host,
+    success,
+)
+from turnkeeper.errors import DataLoss
+from turnkeeper.kernel.session import (
+    SESSION_COMMAND_ADAPTER,
+    SESSION_EVENT_ADAPTER,
+    AcquireLease,
+    CompleteTurn,
+    HostEvent,
+    LossProof,
+    ProbedFacts,
+    ProcessProbe,
+    ProposalDecision,
+    RecordEffects,
+    RecordHostEvents,
+    RecordReceipt,
+    RecordRecoveryReport,
+    RecordTurnLost,
+    RecordWriteBack,
+    RecoveryAction,
+    RecoveryReport,
+    RecoveryReported,
+    ReleaseLease,
+    RenewLease,
+    ReplayedFacts,
+    ReportUnboundTurn,
+    ResolveHostRecovery,
+    SessionState,
+    SetStatus,
+    TurnAccepted,
+    event_from_json,
+    event_to_json,
+    evolve_session,
+    fold_session,
+)
+
+
+def _report() -> RecoveryReport:
+    return RecoveryReport(
+        started_at=at(0),
+        finished_at=at(2),
+        replayed=ReplayedFacts(goal_id="goal-1", todo_lineage=("todo-1",), receipts=("t0",)),
+        probed=ProbedFacts(
+            probed_at=at(1),
+            workspace_revision="abc123",
+            workspace_dirty=True,
+            dirty_diff_summary="2 files changed",
+            host_processes=(ProcessProbe(process=proc(), alive=False),),
+            due_monitors=("ci",),
+        ),
+        actions=(
+            RecoveryAction(kind="killed_process", at=at(1), pids=(4242,)),
+            RecoveryAction(kind="turn_marked_lost", at=at(1), turn_id="t1"),
+            RecoveryAction(kind="continuation_queued", at=at(2), turn_id="t1"),
+        ),
+    )
+
+
+def every_kind_of_event() -> Harness:
+    h = new_session()
+    accept(h, "t0")
+    start_host(h, "t0")
+    h.run(
+        RecordHostEvents(
+            lease=h.token, turn_id="t0", events=(HostEvent(seq=1, kind="x", data={"k": [1, None]}),)
+        )
+    )
+    h.run(RecordReceipt(lease=h.token, turn_id="t0", receipt=success()))
+    h.run(
+        RecordWriteBack(lease=h.token, turn_id="t0", accepted=(ProposalDecision(proposal_id="p"),))
+    )
+    h.run(RecordEffects(lease=h.token, turn_id="t0"))
+    h.run(CompleteTurn(lease=h.token, turn_id="t0", snapshot=snapshot()))
+    fail_turn(h, "t1")
+    h.run(ResolveHostRecovery(lease=h.token, record=record(h, "t1")))
+    assert h.s.recovery is not None and h.s.recovery.next is not None
+    accept(h, "t2", h.s.recovery.next)
+    start_host(h, "t2")
+    h.run(
+        RecordTurnLost(
+            lease=h.token, turn_id="t2", proof=LossProof(ended="killed", killed_pids=(1,))
+        )
+    )
+    h.run(ReportUnboundTurn(lease=h.token, turn_id="tx", terminal="lost", cause="lost_on_restore"))
+    h.run(RecordRecoveryReport(lease=h.token, report=_report()))
+    assert h.s.recovery is not None and h.s.recovery.next is not None
+    accept(h, "t3", h.s.recovery.next)
+    h.run(SetStatus(lease=h.token, action="stop"))
+    h.run(RenewLease(lease=h.token, expires_at=at(7200)))
+    h.run(ReleaseLease(lease=h.token))
+    h.run(AcquireLease(owner=OWNER, expires_at=at(7200)))
+    return h
+
+
+def test_every_event_type_round_trips_losslessly() -> None:
+    h = every_kind_of_event()
+    assert {e.type for e in h.events} == {m.model_fields["type"].default for m in _event_classes()}
+    for event in h.events:
+        text = event_to_json(event)
+        assert event_from_json(text) == event
+        assert event_to_json(event_from_json(text)) == text
+        assert event.schema_version == 1
+    rebuilt = fold_session(event_from_json(event_to_json(e)) for e in h.events)
+    assert rebuilt == h.s
+    assert SessionState.model_validate_json(h.s.model_dump_json()) == h.s
+
+
+def _event_classes() -> list[type[BaseModel]]:
+    union = typing.get_args(session_pkg.SessionEvent)[0]
+    return list(typing.get_args(union))
+
+
+def test_commands_round_trip() -> None:
+    h = new_session()
+    cmd = RecordRecoveryReport(lease=h.token, report=_report())
+    assert SESSION_COMMAND_ADAPTER.validate_json(SESSION_COMMAND_ADAPTER.dump_json(cmd)) == cmd
+
+
+def test_recovery_report_is_kept_as_latest() -> None:
+    h = new_session()
+    events = h.run(RecordRecoveryReport(lease=h.token, report=_report()))
+    assert events == [RecoveryReported(report=_report(), at=h.now)]
+    assert h.s.latest_recovery_report == _report()
+    assert h.s.counters.recovery_reports == 1
+
+
+def test_unknown_fields_and_types_fail_closed() -> None:
+    h = new_session()
+    data = SESSION_EVENT_ADAPTER.dump_python(h.events[0], mode="json")
+    with pytest.raises(ValidationError):
+        SESSION_EVENT_ADAPTER.validate_python({**data, "surprise": 1})
+    with pytest.raises(ValidationError):
+        SESSION_EVENT_ADAPTER.validate_python({**data, "type": "session.unknown"})
+
+
+def test_fold_refuses_inconsistent_streams() -> None:
+    h = new_session()
+    accept(h, "t1")
+    accepted = h.events[-1]
+    assert isinstance(accepted, TurnAccepted)
+    with pytest.raises(DataLoss):
+        fold_session([accepted])
+    with pytest.raises(DataLoss):
+        fold_session([*h.events, accepted])
+    with pytest.raises(DataLoss):
+        evolve_session(h.s, h.events[0])
+    with pytest.raises(DataLoss):
+        fold_session([])
+
+
+def test_state_size_is_constant_over_a_thousand_turns() -> None:
+    """The LangGraph lesson: per-turn storage must not grow with the number of turns."""
+    h = new_session()
+    sizes = []
+    for n in range(1, 1201):
+        if n % 7 == 0:
+            fail_turn(h, f"t{n}")
+            h.run(ResolveHostRecovery(lease=h.token, record=record(h, f"t{n}")))
+            assert h.s.recovery is not None and h.s.recovery.next is not None
+            complete_turn(h, f"t{n}r", h.s.recovery.next)
+        else:
+            complete_turn(h, f"t{n}")
+        sizes.append(len(h.s.model_dump_json()))
+    assert h.s.counters.turns_completed > 1000
+    # Only counters' digits and ids' lengths may grow.
+    assert max(sizes) - min(sizes[10:]) < 64
+    assert max(sizes) < 6_000
+
+
+FORBIDDEN = (
+    "turnkeeper.store",
+    "turnkeeper.runtime",
+    "turnkeeper.hosts",
+    "turnkeeper.cli",
+    "turnkeeper.runner",
+)
+IMPURE = {"random", "time", "os", "subprocess", "socket", "pickle", "sqlite3", "pathlib", "uuid4"}
+
+
+def test_kernel_session_is_pure() -> None:
+    root = Path(session_pkg.__file__).parent
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert not name.startswith(FORBIDDEN), (path.name, name)
+                assert name.split(".")[0] not in IMPURE, (path.name, name)
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in {"now", "utcnow", "today", "uuid4"}, (path.name, node.attr)

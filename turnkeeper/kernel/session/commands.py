@@ -1,0 +1,171 @@
+"""Commands to the session kernel. Every command that writes an existing session carries
+the writer's lease token, so a worker whose lease was taken over writes nothing."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
+
+from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session.envelope import TurnEnvelope
+from turnkeeper.kernel.session.events import MAX_HOST_EVENTS_PER_BATCH, StatusAction
+from turnkeeper.kernel.session.records import (
+    EffectRef,
+    HostEvent,
+    LossProof,
+    ProcessIdentity,
+    ProposalDecision,
+    Receipt,
+    SnapshotRef,
+)
+from turnkeeper.kernel.session.report import RecoveryReport
+
+
+class LeaseToken(KernelModel):
+    """The fencing token: who writes, under which lease epoch."""
+
+    owner: Id
+    epoch: int = Field(ge=1)
+
+
+class _Fenced(KernelModel):
+    lease: LeaseToken
+
+
+class CreateSession(KernelModel):
+    type: Literal["create_session"] = "create_session"
+    session_id: UuidStr
+    goal_id: Id
+    workspace: str
+    host_kind: Id
+    host_config: JsonDict = Field(default_factory=dict)
+    generation: int = Field(default=1, ge=1)
+
+
+class AcquireLease(KernelModel):
+    type: Literal["acquire_lease"] = "acquire_lease"
+    owner: Id
+    expires_at: AwareDatetime
+
+
+class RenewLease(_Fenced):
+    type: Literal["renew_lease"] = "renew_lease"
+    expires_at: AwareDatetime
+
+
+class ReleaseLease(_Fenced):
+    type: Literal["release_lease"] = "release_lease"
+
+
+class AcceptTurn(_Fenced):
+    type: Literal["accept_turn"] = "accept_turn"
+    envelope: TurnEnvelope
+
+
+class RecordHostStarted(_Fenced):
+    type: Literal["record_host_started"] = "record_host_started"
+    turn_id: Id
+    host_kind: Id
+    process: ProcessIdentity
+    host_session_handle: Id | None = None
+
+
+class RecordHostEvents(_Fenced):
+    type: Literal["record_host_events"] = "record_host_events"
+    turn_id: Id
+    events: tuple[HostEvent, ...] = Field(min_length=1, max_length=MAX_HOST_EVENTS_PER_BATCH)
+    host_session_handle: Id | None = None
+
+
+class RecordReceipt(_Fenced):
+    type: Literal["record_receipt"] = "record_receipt"
+    turn_id: Id
+    receipt: Receipt
+
+
+class RecordWriteBack(_Fenced):
+    type: Literal["record_write_back"] = "record_write_back"
+    turn_id: Id
+    accepted: tuple[ProposalDecision, ...] = ()
+    rejected: tuple[ProposalDecision, ...] = ()
+
+
+class RecordEffects(_Fenced):
+    type: Literal["record_effects"] = "record_effects"
+    turn_id: Id
+    effects: tuple[EffectRef, ...] = ()
+
+
+class CompleteTurn(_Fenced):
+    type: Literal["complete_turn"] = "complete_turn"
+    turn_id: Id
+    snapshot: SnapshotRef
+
+
+class RecordTurnLost(_Fenced):
+    type: Literal["record_turn_lost"] = "record_turn_lost"
+    turn_id: Id
+    proof: LossProof
+
+
+class ResolveHostRecovery(_Fenced):
+    """Carries the record as read back (dict or JSON text): it is validated, not trusted."""
+
+    type: Literal["resolve_host_recovery"] = "resolve_host_recovery"
+    record: dict[str, JsonValue] | str
+
+
+class AbandonTurn(_Fenced):
+    type: Literal["abandon_turn"] = "abandon_turn"
+    turn_id: Id
+    reason: ShortText
+
+
+class RecordRecoveryReport(_Fenced):
+    type: Literal["record_recovery_report"] = "record_recovery_report"
+    report: RecoveryReport
+
+
+class SetStatus(_Fenced):
+    """Operator actions. ``stop`` abandons the in-flight turn and suspends; ``suspend``
+    lets the in-flight turn finish but accepts no new one; ``resume`` undoes both and
+    a crash; ``close`` is final."""
+
+    type: Literal["set_status"] = "set_status"
+    action: StatusAction
+    reason: ShortText = ""
+
+
+class ReportUnboundTurn(_Fenced):
+    """A host reported a terminal for a turn id this session may never have bound."""
+
+    type: Literal["report_unbound_turn"] = "report_unbound_turn"
+    turn_id: Id
+    terminal: Literal["completed", "failed", "lost"]
+    cause: Id | None = None
+    detail: ShortText = ""
+
+
+SessionCommand = Annotated[
+    CreateSession
+    | AcquireLease
+    | RenewLease
+    | ReleaseLease
+    | AcceptTurn
+    | RecordHostStarted
+    | RecordHostEvents
+    | RecordReceipt
+    | RecordWriteBack
+    | RecordEffects
+    | CompleteTurn
+    | RecordTurnLost
+    | ResolveHostRecovery
+    | AbandonTurn
+    | RecordRecoveryReport
+    | SetStatus
+    | ReportUnboundTurn,
+    Field(discriminator="type"),
+]
+
+SESSION_COMMAND_ADAPTER: TypeAdapter[SessionCommand] = TypeAdapter(SessionCommand)

@@ -1,0 +1,217 @@
+"""``decide_session``: (state, command, now) -> events, or a typed rejection that emits nothing.
+
+Checks run in a fixed order so the reason a caller sees is stable: existence, closed
+session, then lease fencing, then the command's own rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from turnkeeper.kernel.session import _turns
+from turnkeeper.kernel.session import commands as cmd
+from turnkeeper.kernel.session import events as ev
+from turnkeeper.kernel.session.commands import LeaseToken, SessionCommand
+from turnkeeper.kernel.session.events import SessionEvent
+from turnkeeper.kernel.session.recovery import resolve_host_recovery
+from turnkeeper.kernel.session.state import SessionState, SessionStatus
+
+UNBOUND_RESTORED_TURN_LOST = "unbound_restored_turn_lost"
+
+
+def _create(
+    state: SessionState | None, command: cmd.CreateSession, now: datetime
+) -> list[SessionEvent]:
+    created = ev.SessionCreated(
+        session_id=command.session_id,
+        goal_id=command.goal_id,
+        workspace=command.workspace,
+        host_kind=command.host_kind,
+        host_config=command.host_config,
+        generation=command.generation,
+        at=now,
+    )
+    if state is None:
+        return [created]
+    same = (
+        state.session_id == command.session_id
+        and state.goal_id == command.goal_id
+        and state.workspace == command.workspace
+        and state.host_kind == command.host_kind
+        and state.host_config == command.host_config
+    )
+    if same:
+        return []  # a retried create joins the session it already made
+    raise AlreadyExists("session exists with another payload", reason="session_exists")
+
+
+def _check_expiry(expires_at: datetime, now: datetime) -> None:
+    if expires_at <= now:
+        raise InvalidArgument("lease must expire after now", reason="invalid_lease_expiry")
+
+
+def _acquire(state: SessionState, command: cmd.AcquireLease, now: datetime) -> list[SessionEvent]:
+    _check_expiry(command.expires_at, now)
+    lease = state.lease
+    if lease.is_live(now) and lease.owner != command.owner:
+        raise Aborted(
+            f"lease is held by {lease.owner} until {lease.expires_at}",
+            reason="lease_held",
+            details={"owner": str(lease.owner), "epoch": lease.epoch},
+        )
+    # The epoch moves even when the same owner re-acquires: a restarted worker with the
+    # same name must fence the writes of its previous incarnation.
+    return [
+        ev.LeaseAcquired(
+            owner=command.owner, epoch=lease.epoch + 1, expires_at=command.expires_at, at=now
+        )
+    ]
+
+
+def check_fence(state: SessionState, token: LeaseToken, now: datetime) -> None:
+    """Invariant 6: only the live holder of the current epoch writes the session."""
+    lease = state.lease
+    if lease.owner != token.owner or lease.epoch != token.epoch:
+        raise Aborted(
+            "stale lease: another owner or epoch holds the session",
+            reason="stale_lease",
+            details={"epoch": lease.epoch, "presented_epoch": token.epoch},
+        )
+    if not lease.is_live(now):
+        raise Aborted("the lease expired; acquire it again", reason="lease_expired")
+
+
+def _renew(state: SessionState, command: cmd.RenewLease, now: datetime) -> list[SessionEvent]:
+    _check_expiry(command.expires_at, now)
+    token = command.lease
+    return [
+        ev.LeaseRenewed(owner=token.owner, epoch=token.epoch, expires_at=command.expires_at, at=now)
+    ]
+
+
+def _release(state: SessionState, command: cmd.ReleaseLease, now: datetime) -> list[SessionEvent]:
+    return [ev.LeaseReleased(owner=command.lease.owner, epoch=command.lease.epoch, at=now)]
+
+
+def _resolve(
+    state: SessionState, command: cmd.ResolveHostRecovery, now: datetime
+) -> list[SessionEvent]:
+    resolution = resolve_host_recovery(command.record, state)
+    return [
+        ev.RecoveryResolved(turn_id=resolution.skip_host_for_turn, resolution=resolution, at=now)
+    ]
+
+
+def _report(
+    state: SessionState, command: cmd.RecordRecoveryReport, now: datetime
+) -> list[SessionEvent]:
+    return [ev.RecoveryReported(report=command.report, at=now)]
+
+
+_STATUS_TARGETS: dict[str, tuple[SessionStatus, frozenset[str]]] = {
+    # action: (target status, statuses it may leave)
+    "stop": ("suspended", frozenset({"ready", "running", "suspended", "crashed"})),
+    "suspend": ("suspended", frozenset({"ready", "running", "suspended"})),
+    "resume": ("ready", frozenset({"ready", "running", "suspended", "crashed"})),
+    "mark_crashed": ("crashed", frozenset({"ready", "running", "suspended", "crashed"})),
+    "close": ("closed", frozenset({"ready", "suspended", "crashed"})),
+}
+
+
+def _set_status(state: SessionState, command: cmd.SetStatus, now: datetime) -> list[SessionEvent]:
+    target, sources = _STATUS_TARGETS[command.action]
+    turn = state.in_flight
+    if command.action == "close" and turn is not None:
+        raise FailedPrecondition("a turn is in flight", reason="turn_in_flight")
+    if state.status not in sources:
+        raise FailedPrecondition(
+            f"cannot {command.action} a {state.status} session", reason="invalid_status_transition"
+        )
+    out: list[SessionEvent] = []
+    if command.action == "stop" and turn is not None:
+        reason = (
+            f"stopped by operator: {command.reason}" if command.reason else "stopped by operator"
+        )
+        out.append(ev.TurnAbandoned(turn_id=turn.envelope.turn_id, reason=reason[:2000], at=now))
+        turn = None
+    if target == "ready" and turn is not None:
+        target = "running"
+    if target == state.status and not out:
+        return []  # already there: repeating an operator action changes nothing
+    out.append(
+        ev.StatusChanged(action=command.action, status=target, reason=command.reason, at=now)
+    )
+    return out
+
+
+def _unbound(
+    state: SessionState, command: cmd.ReportUnboundTurn, now: datetime
+) -> list[SessionEvent]:
+    in_flight = state.in_flight
+    bound = in_flight is not None and in_flight.envelope.turn_id == command.turn_id
+    if bound or command.turn_id in _turns.known_past_turns(state):
+        raise FailedPrecondition(
+            f"turn {command.turn_id} is bound to this session", reason="turn_is_bound"
+        )
+    if command.terminal != "lost" or command.cause != "lost_on_restore":
+        # Only a restart interruption is safe to absorb: the runner reports it after it
+        # proved the old process ended, so that turn can produce no further work.
+        raise FailedPrecondition(
+            f"terminal {command.terminal} ({command.cause}) for a turn this session never bound",
+            reason="turn_binding_mismatch",
+            details={"turn_id": command.turn_id},
+        )
+    return [
+        ev.UnboundTurnRestored(turn_id=command.turn_id, detail=command.detail, at=now),
+        ev.SessionDiagnostic(
+            code=UNBOUND_RESTORED_TURN_LOST,
+            turn_id=command.turn_id,
+            message="a turn this session never bound was lost on restore; kept as history",
+            at=now,
+        ),
+    ]
+
+
+_Handler = Callable[[SessionState, Any, datetime], list[SessionEvent]]
+
+_FENCED: dict[type[Any], _Handler] = {
+    cmd.RenewLease: _renew,
+    cmd.ReleaseLease: _release,
+    cmd.AcceptTurn: _turns.accept_turn,
+    cmd.RecordHostStarted: _turns.host_started,
+    cmd.RecordHostEvents: _turns.host_events,
+    cmd.RecordReceipt: _turns.receipt,
+    cmd.RecordWriteBack: _turns.write_back,
+    cmd.RecordEffects: _turns.effects,
+    cmd.CompleteTurn: _turns.complete,
+    cmd.RecordTurnLost: _turns.lost,
+    cmd.ResolveHostRecovery: _resolve,
+    cmd.AbandonTurn: _turns.abandon,
+    cmd.RecordRecoveryReport: _report,
+    cmd.SetStatus: _set_status,
+    cmd.ReportUnboundTurn: _unbound,
+}
+
+
+def decide_session(
+    state: SessionState | None, command: SessionCommand, now: datetime
+) -> list[SessionEvent]:
+    """The events ``command`` produces on ``state`` at ``now``; raises a typed error instead.
+
+    An empty list means the command was a retry of one already applied.
+    """
+    if now.tzinfo is None:
+        raise InvalidArgument("now must be timezone-aware", reason="naive_datetime")
+    if isinstance(command, cmd.CreateSession):
+        return _create(state, command, now)
+    if state is None:
+        raise NotFound("no such session", reason="session_not_found")
+    if state.status == "closed":
+        raise FailedPrecondition("the session is closed", reason="session_closed")
+    if isinstance(command, cmd.AcquireLease):
+        return _acquire(state, command, now)
+    check_fence(state, command.lease, now)
+    return _FENCED[type(command)](state, command, now)

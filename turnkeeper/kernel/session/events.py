@@ -1,0 +1,203 @@
+"""Events of a session stream. Each is a frozen, versioned JSON record; the runtime appends
+them durably (one commit per step of the turn transaction) and folds them into state."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, Field, TypeAdapter
+
+from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope
+from turnkeeper.kernel.session.records import (
+    EffectRef,
+    HostErrorKind,
+    HostEvent,
+    LossProof,
+    ProcessIdentity,
+    ProposalDecision,
+    Receipt,
+    SnapshotRef,
+)
+from turnkeeper.kernel.session.recovery import ResolvedRecovery
+from turnkeeper.kernel.session.report import RecoveryReport
+from turnkeeper.kernel.session.state import SessionStatus
+
+MAX_HOST_EVENTS_PER_BATCH = 1_000
+StatusAction = Literal["stop", "suspend", "resume", "mark_crashed", "close"]
+
+
+class _Event(KernelModel):
+    schema_version: int = 1
+    at: AwareDatetime
+
+
+class SessionCreated(_Event):
+    type: Literal["session.created"] = "session.created"
+    session_id: UuidStr
+    goal_id: Id
+    workspace: str
+    host_kind: Id
+    host_config: JsonDict
+    generation: int = Field(ge=1)
+
+
+class LeaseAcquired(_Event):
+    type: Literal["session.lease_acquired"] = "session.lease_acquired"
+    owner: Id
+    epoch: int = Field(ge=1)
+    expires_at: AwareDatetime
+
+
+class LeaseRenewed(_Event):
+    type: Literal["session.lease_renewed"] = "session.lease_renewed"
+    owner: Id
+    epoch: int = Field(ge=1)
+    expires_at: AwareDatetime
+
+
+class LeaseReleased(_Event):
+    type: Literal["session.lease_released"] = "session.lease_released"
+    owner: Id
+    epoch: int = Field(ge=1)
+
+
+class StatusChanged(_Event):
+    type: Literal["session.status_changed"] = "session.status_changed"
+    action: StatusAction
+    status: SessionStatus
+    reason: ShortText
+
+
+class TurnAccepted(_Event):
+    type: Literal["turn.accepted"] = "turn.accepted"
+    envelope: TurnEnvelope
+
+
+class HostStarted(_Event):
+    type: Literal["turn.host_started"] = "turn.host_started"
+    turn_id: Id
+    host_kind: Id
+    process: ProcessIdentity
+    host_session_handle: Id | None = None
+
+
+class HostEventsJournaled(_Event):
+    type: Literal["turn.host_events"] = "turn.host_events"
+    turn_id: Id
+    events: tuple[HostEvent, ...] = Field(min_length=1, max_length=MAX_HOST_EVENTS_PER_BATCH)
+    # Some hosts name their session only in an event (Codex ``thread.started``).
+    host_session_handle: Id | None = None
+
+
+class ReceiptRecorded(_Event):
+    type: Literal["turn.receipt_recorded"] = "turn.receipt_recorded"
+    turn_id: Id
+    receipt: Receipt
+
+
+class WrittenBack(_Event):
+    type: Literal["turn.written_back"] = "turn.written_back"
+    turn_id: Id
+    accepted: tuple[ProposalDecision, ...] = ()
+    rejected: tuple[ProposalDecision, ...] = ()
+
+
+class EffectsRecorded(_Event):
+    type: Literal["turn.effects_recorded"] = "turn.effects_recorded"
+    turn_id: Id
+    effects: tuple[EffectRef, ...] = ()
+
+
+class TurnCompleted(_Event):
+    type: Literal["turn.completed"] = "turn.completed"
+    turn_id: Id
+    snapshot: SnapshotRef
+
+
+class TurnFailed(_Event):
+    type: Literal["turn.failed"] = "turn.failed"
+    turn_id: Id
+    failed_phase: Literal["host_execute"] = "host_execute"
+    error_kind: HostErrorKind
+    message: ShortText = ""
+
+
+class TurnLost(_Event):
+    type: Literal["turn.lost"] = "turn.lost"
+    turn_id: Id
+    cause: Literal["lost_on_restore"] = "lost_on_restore"
+    proof: LossProof
+    # The continuation is decided with the loss, so replaying the log needs no policy.
+    # ``None`` when an older recovery is still pending: that one keeps its claim.
+    next: NextTurn | None
+
+
+class TurnAbandoned(_Event):
+    type: Literal["turn.abandoned"] = "turn.abandoned"
+    turn_id: Id
+    reason: ShortText
+
+
+class RecoveryResolved(_Event):
+    type: Literal["turn.recovery_resolved"] = "turn.recovery_resolved"
+    turn_id: Id
+    resolution: ResolvedRecovery
+
+
+class UnboundTurnRestored(_Event):
+    """A turn the host ran but this session never bound, kept as restored history."""
+
+    type: Literal["turn.unbound_restored"] = "turn.unbound_restored"
+    turn_id: Id
+    terminal: Literal["lost"] = "lost"
+    cause: Literal["lost_on_restore"] = "lost_on_restore"
+    detail: ShortText = ""
+
+
+class SessionDiagnostic(_Event):
+    type: Literal["session.diagnostic"] = "session.diagnostic"
+    code: Id
+    turn_id: Id | None = None
+    message: ShortText
+
+
+class RecoveryReported(_Event):
+    type: Literal["session.recovery_reported"] = "session.recovery_reported"
+    report: RecoveryReport
+
+
+SessionEvent = Annotated[
+    SessionCreated
+    | LeaseAcquired
+    | LeaseRenewed
+    | LeaseReleased
+    | StatusChanged
+    | TurnAccepted
+    | HostStarted
+    | HostEventsJournaled
+    | ReceiptRecorded
+    | WrittenBack
+    | EffectsRecorded
+    | TurnCompleted
+    | TurnFailed
+    | TurnLost
+    | TurnAbandoned
+    | RecoveryResolved
+    | UnboundTurnRestored
+    | SessionDiagnostic
+    | RecoveryReported,
+    Field(discriminator="type"),
+]
+
+SESSION_EVENT_ADAPTER: TypeAdapter[SessionEvent] = TypeAdapter(SessionEvent)
+
+TERMINAL_EVENT_TYPES = frozenset({"turn.completed", "turn.failed", "turn.lost", "turn.abandoned"})
+
+
+def event_to_json(event: SessionEvent) -> str:
+    return SESSION_EVENT_ADAPTER.dump_json(event).decode()
+
+
+def event_from_json(text: str | bytes) -> SessionEvent:
+    return SESSION_EVENT_ADAPTER.validate_json(text)

@@ -1,0 +1,282 @@
+"""Apply events to state.
+
+Evolve trusts the decider for business rules but still refuses a stream that cannot be
+folded (an event for a turn that is not in flight): folding such a stream silently would
+hide a corrupted or mis-ordered log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from turnkeeper.errors import DataLoss
+from turnkeeper.kernel.session import events as ev
+from turnkeeper.kernel.session.events import SessionEvent
+from turnkeeper.kernel.session.state import (
+    CompletedTurn,
+    Diagnostic,
+    InFlightTurn,
+    Lease,
+    PendingRecovery,
+    RecoveredTurn,
+    SessionCounters,
+    SessionState,
+    SessionStatus,
+    TurnEnd,
+    TurnOutcome,
+)
+
+_OUTCOME_COUNTER = {
+    "completed": "turns_completed",
+    "failed": "turns_failed",
+    "lost": "turns_lost",
+    "abandoned": "turns_abandoned",
+}
+
+
+def _broken(event: SessionEvent, why: str) -> DataLoss:
+    return DataLoss(
+        f"cannot fold {event.type}: {why}",
+        reason="inconsistent_event_stream",
+        details={"event_type": event.type},
+    )
+
+
+def _count(state: SessionState, **increments: int) -> SessionCounters:
+    counters = state.counters.model_dump()
+    for name, by in increments.items():
+        counters[name] += by
+    return SessionCounters.model_validate(counters)
+
+
+def _turn(state: SessionState, event: SessionEvent, turn_id: str) -> InFlightTurn:
+    turn = state.in_flight
+    if turn is None or turn.envelope.turn_id != turn_id:
+        raise _broken(event, f"turn {turn_id} is not in flight")
+    return turn
+
+
+def _end_turn(
+    state: SessionState, event: SessionEvent, turn_id: str, outcome: TurnOutcome
+) -> dict[str, Any]:
+    env = _turn(state, event, turn_id).envelope
+    end = TurnEnd(
+        turn_id=turn_id,
+        todo_id=env.todo_id,
+        kind=env.kind,
+        attempt=env.attempt,
+        outcome=outcome,
+        at=event.at,
+    )
+    # Only the turn lifecycle toggles running/ready; operator states stick.
+    status: SessionStatus = "ready" if state.status == "running" else state.status
+    return {
+        "in_flight": None,
+        "status": status,
+        "last_turn_end": end,
+        "counters": _count(state, **{_OUTCOME_COUNTER[outcome]: 1}),
+    }
+
+
+def _bind_handle(handle: str | None) -> dict[str, Any]:
+    return {} if handle is None else {"host_session_handle": handle}
+
+
+def _accept(state: SessionState, event: ev.TurnAccepted) -> dict[str, Any]:
+    if state.in_flight is not None:
+        raise _broken(event, "another turn is in flight")
+    env = event.envelope
+    update: dict[str, Any] = {
+        "in_flight": InFlightTurn(envelope=env, phase="accepted", accepted_at=event.at),
+        "status": "running" if state.status == "ready" else state.status,
+        "counters": _count(state, turns_accepted=1),
+    }
+    pending = state.recovery
+    if pending is not None and env.recovers_turn_id == pending.turn_id:
+        update["recovery"] = None
+        update["last_recovered"] = RecoveredTurn(
+            turn_id=pending.turn_id, continued_by=env.turn_id, resolved_at=event.at
+        )
+        update["counters"] = _count(state, turns_accepted=1, turns_recovered=1)
+    return update
+
+
+def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+    """Steps 2-6 of the turn transaction: they advance the in-flight turn only."""
+    match event:
+        case ev.HostStarted():
+            turn = _turn(state, event, event.turn_id)
+            handle = _bind_handle(event.host_session_handle)
+            step = {"phase": "host_started", "process": event.process, **handle}
+            return {
+                "in_flight": turn.model_copy(update=step),
+                **handle,
+            }
+        case ev.HostEventsJournaled():
+            turn = _turn(state, event, event.turn_id)
+            step = {
+                "last_host_seq": event.events[-1].seq,
+                **_bind_handle(event.host_session_handle),
+            }
+            return {
+                "in_flight": turn.model_copy(update=step),
+                "counters": _count(state, host_events=len(event.events)),
+                **_bind_handle(event.host_session_handle),
+            }
+        case ev.ReceiptRecorded():
+            turn = _turn(state, event, event.turn_id)
+            # A failure receipt is closed by the turn.failed that follows it in the
+            # same decision; only a success receipt is kept for the write-back.
+            receipt = event.receipt if event.receipt.outcome == "success" else None
+            return {"in_flight": turn.model_copy(update={"phase": "receipt", "receipt": receipt})}
+        case ev.WrittenBack():
+            turn = _turn(state, event, event.turn_id)
+            step = {
+                "phase": "written_back",
+                "accepted_proposals": len(event.accepted),
+                "rejected_proposals": len(event.rejected),
+            }
+            return {"in_flight": turn.model_copy(update=step)}
+        case ev.EffectsRecorded():
+            turn = _turn(state, event, event.turn_id)
+            return {"in_flight": turn.model_copy(update={"phase": "effects"})}
+    raise _broken(event, "not an in-flight step")  # pragma: no cover - guarded by caller
+
+
+def _terminal(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+    match event:
+        case ev.TurnCompleted():
+            env = _turn(state, event, event.turn_id).envelope
+            return {
+                **_end_turn(state, event, event.turn_id, "completed"),
+                "consecutive_host_failures": 0,
+                "last_completed": CompletedTurn(
+                    turn_id=event.turn_id,
+                    todo_id=env.todo_id,
+                    attempt=env.attempt,
+                    snapshot=event.snapshot,
+                    completed_at=event.at,
+                ),
+            }
+        case ev.TurnFailed():
+            env = _turn(state, event, event.turn_id).envelope
+            update = {
+                **_end_turn(state, event, event.turn_id, "failed"),
+                "consecutive_host_failures": state.consecutive_host_failures + 1,
+            }
+            if state.recovery is None:
+                update["recovery"] = PendingRecovery(
+                    turn_id=event.turn_id,
+                    todo_id=env.todo_id,
+                    attempt=env.attempt,
+                    cause="failed",
+                    error_kind=event.error_kind,
+                    since=event.at,
+                    status="awaiting_resolution",
+                )
+            return update
+        case ev.TurnLost():
+            env = _turn(state, event, event.turn_id).envelope
+            update = _end_turn(state, event, event.turn_id, "lost")
+            if event.next is not None:
+                update["recovery"] = PendingRecovery(
+                    turn_id=event.turn_id,
+                    todo_id=env.todo_id,
+                    attempt=env.attempt,
+                    cause="lost",
+                    error_kind=None,
+                    since=event.at,
+                    status="resolved",
+                    next=event.next,
+                )
+            return update
+        case ev.TurnAbandoned():
+            return _end_turn(state, event, event.turn_id, "abandoned")
+    raise _broken(event, "not a terminal")  # pragma: no cover - guarded by caller
+
+
+def _session_level(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+    match event:
+        case ev.LeaseAcquired() | ev.LeaseRenewed():
+            return {
+                "lease": Lease(owner=event.owner, expires_at=event.expires_at, epoch=event.epoch)
+            }
+        case ev.LeaseReleased():
+            return {"lease": Lease(epoch=event.epoch)}
+        case ev.StatusChanged():
+            update: dict[str, Any] = {"status": event.status}
+            if event.action == "resume":
+                # An operator who resumes a crashed session vouches for a fresh start.
+                update["consecutive_host_failures"] = 0
+            return update
+        case ev.RecoveryResolved():
+            pending = state.recovery
+            if pending is None or pending.turn_id != event.turn_id:
+                raise _broken(event, f"turn {event.turn_id} is not awaiting recovery")
+            return {
+                "recovery": pending.model_copy(
+                    update={"status": "resolved", "next": event.resolution.next}
+                ),
+                "last_recovered": RecoveredTurn(turn_id=event.turn_id, resolved_at=event.at),
+            }
+        case ev.UnboundTurnRestored():
+            return {"counters": _count(state, unbound_restored_turns=1)}
+        case ev.SessionDiagnostic():
+            diagnostic = Diagnostic(
+                code=event.code, turn_id=event.turn_id, message=event.message, at=event.at
+            )
+            return {"last_diagnostic": diagnostic}
+        case ev.RecoveryReported():
+            return {
+                "latest_recovery_report": event.report,
+                "counters": _count(state, recovery_reports=1),
+            }
+    raise _broken(event, "unknown event")  # pragma: no cover - the union is closed
+
+
+_IN_FLIGHT_STEPS = (
+    ev.HostStarted,
+    ev.HostEventsJournaled,
+    ev.ReceiptRecorded,
+    ev.WrittenBack,
+    ev.EffectsRecorded,
+)
+_TERMINALS = (ev.TurnCompleted, ev.TurnFailed, ev.TurnLost, ev.TurnAbandoned)
+
+
+def evolve_session(state: SessionState | None, event: SessionEvent) -> SessionState:
+    """The state after ``event``. ``state`` is ``None`` only before ``session.created``."""
+    if state is None:
+        if not isinstance(event, ev.SessionCreated):
+            raise _broken(event, "the stream does not start with session.created")
+        return SessionState(
+            session_id=event.session_id,
+            goal_id=event.goal_id,
+            workspace=event.workspace,
+            host_kind=event.host_kind,
+            host_config=event.host_config,
+            generation=event.generation,
+            created_at=event.at,
+        )
+    if isinstance(event, ev.SessionCreated):
+        raise _broken(event, "the session already exists")
+    if isinstance(event, ev.TurnAccepted):
+        update = _accept(state, event)
+    elif isinstance(event, _IN_FLIGHT_STEPS):
+        update = _in_flight_step(state, event)
+    elif isinstance(event, _TERMINALS):
+        update = _terminal(state, event)
+    else:
+        update = _session_level(state, event)
+    return state.model_copy(update=update)
+
+
+def fold_session(events: Iterable[SessionEvent]) -> SessionState:
+    """Fold a whole stream, oldest event first."""
+    state: SessionState | None = None
+    for event in events:
+        state = evolve_session(state, event)
+    if state is None:
+        raise DataLoss("an empty session stream has no state", reason="empty_stream")
+    return state

@@ -1,0 +1,108 @@
+"""What hosts and the runtime report about a turn: process identity, host events,
+receipts, the host recovery record, write-back and snapshot references."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal, Self
+
+from pydantic import Field, model_validator
+
+from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+
+HOST_RECOVERY_SCHEMA_VERSION: Final = "turnkeeper.host_recovery.v1"
+
+HostErrorKind = Literal["signal", "exit_code", "timeout", "protocol", "spawn", "lost"]
+
+
+class ProcessIdentity(KernelModel):
+    """A host process as the recovery table needs it: a pid alone can be reused, so the
+    start-time fingerprint and the turn marker identify the process across restarts."""
+
+    pid: int = Field(ge=1)
+    start_fingerprint: Id
+    marker: Id
+
+
+class HostEvent(KernelModel):
+    """One item of the host's own event stream (e.g. Codex ``item.completed``)."""
+
+    seq: int = Field(ge=1)
+    kind: Id
+    data: JsonDict = Field(default_factory=dict)
+
+
+class RecoveryBinding(KernelModel):
+    """Which session and turn a host recovery record belongs to."""
+
+    session_id: UuidStr
+    generation: int = Field(ge=1)
+    host_kind: Id
+    host_session_handle: Id | None
+    turn_id: Id
+    attempt: int = Field(ge=1)
+
+
+class HostRecoveryRecord(KernelModel):
+    """Typed, versioned entry written when a host fails (seed 000)."""
+
+    schema_version: Literal["turnkeeper.host_recovery.v1"] = HOST_RECOVERY_SCHEMA_VERSION
+    kind: Literal["resume_session"] = "resume_session"
+    failed_phase: Literal["host_execute"] = "host_execute"
+    binding: RecoveryBinding
+
+
+class ReceiptSuccess(KernelModel):
+    outcome: Literal["success"] = "success"
+    result: JsonDict
+    host_artifact_digest: Id | None = None
+
+
+class ReceiptFailure(KernelModel):
+    outcome: Literal["failure"] = "failure"
+    failed_phase: Literal["host_execute"] = "host_execute"
+    error_kind: HostErrorKind
+    exit_code: int | None = None
+    signal: int | None = None
+    message: ShortText = ""
+    host_recovery: HostRecoveryRecord
+
+
+Receipt = Annotated[ReceiptSuccess | ReceiptFailure, Field(discriminator="outcome")]
+
+
+class ProposalDecision(KernelModel):
+    """A proposal the goal kernel accepted or rejected, by reference only."""
+
+    proposal_id: Id
+    reason: ShortText = ""
+
+
+class EffectRef(KernelModel):
+    """Reserved for the effects step (a later issue); only the shape exists today."""
+
+    effect_id: Id
+    idempotency_key: Id
+    outcome: Literal["applied", "not_applied", "indeterminate"]
+
+
+class SnapshotRef(KernelModel):
+    """Durable state at a completed turn: what a revert would restore."""
+
+    kernel_seq: int = Field(ge=0)
+    workspace_revision: Id | None
+    host_artifact_digest: Id | None
+
+
+class LossProof(KernelModel):
+    """Why the kernel may call a turn lost: its process is proven gone, or was ended."""
+
+    ended: Literal["proven_gone", "killed"]
+    killed_pids: tuple[int, ...] = Field(default=(), max_length=256)
+    process: ProcessIdentity | None = None
+    detail: ShortText = ""
+
+    @model_validator(mode="after")
+    def _killed_names_pids(self) -> Self:
+        if self.ended == "killed" and not self.killed_pids:
+            raise ValueError("a killed process tree must name the pids that were ended")
+        return self

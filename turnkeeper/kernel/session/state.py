@@ -1,0 +1,145 @@
+"""The folded state of one session stream.
+
+The state is bounded: it keeps the in-flight turn, one pending recovery and
+summaries/counters, never a list of past turns, so its size (and the projection
+row the store rewrites per append) stays constant however many turns a session runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, Field
+
+from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope, TurnKind
+from turnkeeper.kernel.session.records import (
+    HostErrorKind,
+    ProcessIdentity,
+    ReceiptSuccess,
+    SnapshotRef,
+)
+from turnkeeper.kernel.session.report import RecoveryReport
+
+SESSION_STATE_SCHEMA_VERSION = 1
+
+SessionStatus = Literal["ready", "running", "suspended", "crashed", "closed"]
+# Non-terminal phases of the turn transaction; a terminal turn leaves ``in_flight``.
+TurnPhase = Literal["accepted", "host_started", "receipt", "written_back", "effects"]
+TurnOutcome = Literal["completed", "failed", "lost", "abandoned"]
+
+
+class Lease(KernelModel):
+    """Who may write the session. ``epoch`` survives release so fencing keeps working."""
+
+    owner: Id | None = None
+    expires_at: AwareDatetime | None = None
+    epoch: int = Field(default=0, ge=0)
+
+    def is_live(self, now: datetime) -> bool:
+        return self.owner is not None and self.expires_at is not None and now < self.expires_at
+
+
+class InFlightTurn(KernelModel):
+    envelope: TurnEnvelope
+    phase: TurnPhase
+    accepted_at: AwareDatetime
+    process: ProcessIdentity | None = None
+    # The host session handle this turn bound, if any: a turn binds at most one.
+    host_session_handle: Id | None = None
+    # The last host event seq journaled, so a consumer can reattach after it.
+    last_host_seq: int = Field(default=0, ge=0)
+    # Kept until completion: after a crash the write-back is redone from this
+    # durable receipt and the host does not run again (recovery table).
+    receipt: ReceiptSuccess | None = None
+    accepted_proposals: int = Field(default=0, ge=0)
+    rejected_proposals: int = Field(default=0, ge=0)
+
+
+class TurnEnd(KernelModel):
+    """How the most recent terminal turn ended (for status and precise rejections)."""
+
+    turn_id: Id
+    todo_id: Id | None
+    kind: TurnKind
+    attempt: int = Field(ge=1)
+    outcome: TurnOutcome
+    at: AwareDatetime
+
+
+class CompletedTurn(KernelModel):
+    """The last completed turn: the snapshot a revert would restore."""
+
+    turn_id: Id
+    todo_id: Id | None
+    attempt: int = Field(ge=1)
+    snapshot: SnapshotRef
+    completed_at: AwareDatetime
+
+
+class PendingRecovery(KernelModel):
+    """A failed or lost turn the session still owes a continuation for.
+
+    A failed turn waits for its host recovery record to be resolved; a lost turn is
+    resolved at once (its loss was proven), so ``next`` is already known.
+    """
+
+    turn_id: Id
+    todo_id: Id | None
+    attempt: int = Field(ge=1)
+    cause: Literal["failed", "lost"]
+    error_kind: HostErrorKind | None
+    since: AwareDatetime
+    status: Literal["awaiting_resolution", "resolved"]
+    next: NextTurn | None = None
+
+
+class RecoveredTurn(KernelModel):
+    """The last turn whose recovery was resolved; its host step must never run again."""
+
+    turn_id: Id
+    continued_by: Id | None = None
+    resolved_at: AwareDatetime
+
+
+class Diagnostic(KernelModel):
+    code: Id
+    turn_id: Id | None
+    message: ShortText
+    at: AwareDatetime
+
+
+class SessionCounters(KernelModel):
+    turns_accepted: int = 0
+    turns_completed: int = 0
+    turns_failed: int = 0
+    turns_lost: int = 0
+    turns_abandoned: int = 0
+    turns_recovered: int = 0
+    host_events: int = 0
+    unbound_restored_turns: int = 0
+    recovery_reports: int = 0
+
+
+class SessionState(KernelModel):
+    schema_version: int = SESSION_STATE_SCHEMA_VERSION
+    session_id: UuidStr
+    goal_id: Id
+    workspace: str
+    host_kind: Id
+    host_config: JsonDict
+    host_session_handle: Id | None = None
+    generation: int = Field(ge=1)
+    created_at: AwareDatetime
+    lease: Lease = Lease()
+    status: SessionStatus = "ready"
+    in_flight: InFlightTurn | None = None
+    consecutive_host_failures: int = Field(default=0, ge=0)
+    last_completed: CompletedTurn | None = None
+    last_turn_end: TurnEnd | None = None
+    recovery: PendingRecovery | None = None
+    last_recovered: RecoveredTurn | None = None
+    latest_recovery_report: RecoveryReport | None = None
+    last_diagnostic: Diagnostic | None = None
+    counters: SessionCounters = SessionCounters()
