@@ -32,7 +32,7 @@ class EventStore(ABC):
     """
 
     @abstractmethod
-    def append(  # noqa: PLR0917 - positional by design; callers pass them in order
+    def append(
         self,
         stream_id: str,
         kind: str,
@@ -41,8 +41,16 @@ class EventStore(ABC):
         projection_state: str,
         projection_schema_version: int,
         index: Sequence[IndexEntry] = (),
+        *,
+        durable: bool = True,
     ) -> int:
-        """Append ``events`` after ``expected_seq`` (0 for a new stream); return the new head."""
+        """Append ``events`` after ``expected_seq`` (0 for a new stream); return the new head.
+
+        ``durable=False`` may return before the commit reaches the disk (it still
+        survives a crash of this process, not of the machine). It is for records
+        whose loss the recovery table covers, such as a host's event stream; a
+        later durable commit makes every earlier one durable too.
+        """
 
     @abstractmethod
     def head(self, stream_id: str) -> int:

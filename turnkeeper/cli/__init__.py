@@ -1,0 +1,1 @@
+"""The ``turnkeeper`` command line: a thin shell over ``runtime`` and ``kernel``."""

@@ -1,0 +1,76 @@
+"""What every command needs: the project, an open store, the goal service, error mapping."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+import typer
+
+from turnkeeper.cli.output import print_error
+from turnkeeper.errors import InvalidArgument, TurnkeeperError
+from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.project import Project, find_project
+from turnkeeper.store import open_store
+from turnkeeper.store.base import EventStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+def default_owner() -> str:
+    """Who claims work from this shell: stable across invocations, overridable."""
+    return os.environ.get("TURNKEEPER_OWNER") or f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+@contextmanager
+def open_project_store(project: Project | None = None) -> Iterator[tuple[Project, EventStore]]:
+    project = project or find_project()
+    store = open_store(project.database_url)
+    try:
+        yield project, store
+    finally:
+        store.close()
+
+
+@contextmanager
+def goal_service() -> Iterator[GoalService]:
+    with open_project_store() as (_, store):
+        yield GoalService(store)
+
+
+def parse_json_arg(name: str, text: str) -> Any:
+    """A JSON option value; malformed text is INVALID_ARGUMENT before anything is written."""
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(
+            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            reason="malformed_json",
+            details={"option": name},
+        ) from exc
+
+
+def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Map typed errors to their exit code; with ``--json`` print them as JSON too."""
+
+    @wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except TurnkeeperError as error:
+            print_error(error, as_json=bool(kwargs.get("as_json")))
+            raise typer.Exit(error.exit_code) from None
+
+    return wrapper

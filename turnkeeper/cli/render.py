@@ -1,0 +1,148 @@
+"""Rich renderings of goal state, audits and store reports, for people."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from rich.table import Table
+
+from turnkeeper.cli.output import console
+from turnkeeper.kernel import GoalState, TerminalAudit
+from turnkeeper.store.records import EventRecord, RepairReport, VerifyReport
+
+_STATUS_STYLE = {
+    "open": "yellow",
+    "claimed": "cyan",
+    "done": "green",
+    "blocked": "red",
+    "superseded": "dim",
+    "resolved": "green",
+    "closed": "green",
+}
+
+
+def _styled(value: str) -> str:
+    style = _STATUS_STYLE.get(value, "white")
+    return f"[{style}]{value}[/]"
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventRecord]) -> None:
+    goal = state.goal
+    console.print(f"[bold]{goal.title}[/]  [dim]{goal.id}[/]  {_styled(goal.status.value)}")
+    if goal.objective:
+        console.print(f"  {goal.objective}")
+    if goal.criteria:
+        console.print("[bold]Acceptance[/]")
+        for criterion in goal.criteria:
+            mark = "[green]✓[/]" if criterion.met else "[yellow]·[/]"
+            console.print(f"  {mark} {criterion.text} [dim]{criterion.id}[/]")
+    if state.todos:
+        table = Table("todo", "title", "status", "claim", "needs evidence", title="Todos")
+        for todo in state.todos.values():
+            claim = (
+                f"{todo.claim.owner} e{todo.claim.epoch} until {_when(todo.claim.lease_expires_at)}"
+                if todo.claim
+                else "-"
+            )
+            table.add_row(
+                todo.id,
+                todo.title,
+                _styled(todo.status.value),
+                claim,
+                ", ".join(todo.required_evidence) or "-",
+            )
+        console.print(table)
+    if state.gates:
+        table = Table("gate", "title", "blocking", "status", "resolution", title="Gates")
+        for gate in state.gates.values():
+            resolution = (
+                f"{gate.resolution.decision} by {gate.resolution.by}" if gate.resolution else "-"
+            )
+            table.add_row(
+                gate.id, gate.title, str(gate.blocking), _styled(gate.status.value), resolution
+            )
+        console.print(table)
+    if state.monitors:
+        table = Table("monitor", "target", "next due", "last readback", "streak", title="Monitors")
+        for mon in state.monitors.values():
+            last = (
+                f"{mon.last_readback.value!r} at {_when(mon.last_readback.at)}"
+                if mon.last_readback
+                else "-"
+            )
+            table.add_row(mon.id, mon.target, _when(mon.next_due), last, str(mon.no_change_streak))
+        console.print(table)
+    if state.evidence:
+        table = Table("evidence", "key", "exit", "revision", "recorded", title="Evidence")
+        for ev in state.evidence.values():
+            table.add_row(
+                ev.id, ev.key, str(ev.exit_code), (ev.revision or "-")[:12], _when(ev.recorded_at)
+            )
+        console.print(table)
+    obligations = state.open_obligations()
+    if obligations:
+        console.print("[bold]Open replan obligations[/]")
+        for ob in obligations:
+            console.print(f"  [red]![/] {ob.trigger.value}: {ob.detail} [dim]{ob.id}[/]")
+    render_audit(audit)
+    if history:
+        console.print(f"[bold]History[/] (last {len(history)} events)")
+        for record in history:
+            console.print(f"  [dim]#{record.seq:<4} {_when(record.recorded_at)}[/] {record.type}")
+
+
+def audit_counters(audit: TerminalAudit) -> dict[str, int]:
+    """The audit's counters by name, in declaration order."""
+    data = audit.model_dump(exclude={"blockers", "terminal"})
+    return {name: int(value) for name, value in data.items()}
+
+
+def render_audit(audit: TerminalAudit) -> None:
+    verdict = "[bold green]terminal[/]" if audit.terminal else "[bold yellow]not terminal[/]"
+    console.print(f"[bold]Terminal audit[/]: {verdict}")
+    table = Table("counter", "value", show_header=False, box=None, padding=(0, 2))
+    for name, value in audit_counters(audit).items():
+        table.add_row(name, f"[red]{value}[/]" if value else "0")
+    console.print(table)
+    for blocker in audit.blockers:
+        console.print(f"  [red]blocker[/] {blocker.kind.value} {blocker.subject}: {blocker.text}")
+
+
+def render_goal_list(goals: Sequence[tuple[GoalState, TerminalAudit]]) -> None:
+    table = Table("goal", "title", "status", "todos open/total", "blockers", title="Goals")
+    for state, audit in goals:
+        open_count = audit.open_todos
+        table.add_row(
+            state.goal.id,
+            state.goal.title,
+            _styled(state.goal.status.value),
+            f"{open_count}/{len(state.todos)}",
+            str(len(audit.blockers)),
+        )
+    console.print(table)
+
+
+def render_verify(report: VerifyReport) -> None:
+    if report.ok:
+        console.print(
+            f"[green]verified[/]: {report.streams_checked} streams, "
+            f"{report.events_checked} events, every projection equals its fold"
+        )
+        return
+    table = Table("stream", "kind", "seq", "detail", title="Mismatches")
+    for m in report.mismatches:
+        table.add_row(m.stream_id, m.kind.value, str(m.seq or "-"), m.detail)
+    console.print(table)
+
+
+def render_repair(report: RepairReport) -> None:
+    for stream in report.repaired:
+        console.print(f"[green]rebuilt[/] projection of {stream}")
+    for m in report.unrepairable:
+        console.print(f"[red]cannot repair[/] {m.stream_id}#{m.seq}: {m.kind.value}: {m.detail}")
+    render_verify(report.after)

@@ -1,0 +1,1 @@
+"""The imperative shell around the kernel: projects, services, the turn driver."""

@@ -1,0 +1,105 @@
+"""Between kernel and store: typed events and states to versioned JSON and back.
+
+The store keeps opaque JSON; the kernel keeps typed models. A
+:class:`StreamCodec` joins them for one stream kind (goal, session, ...), and
+:class:`KernelFolder` is the store's :class:`ProjectionFolder`: it folds a stream
+again through the kernel's own ``fold`` — the owning code path — so ``verify``
+and ``repair`` never hand-patch a projection.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from turnkeeper.errors import DataLoss, FailedPrecondition, NotFound
+from turnkeeper.store.records import EventRecord, NewEvent
+
+StateT = TypeVar("StateT", bound=BaseModel)
+EventT = TypeVar("EventT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class StreamCodec(Generic[StateT, EventT]):
+    kind: str
+    state_type: type[StateT]
+    event_adapter: TypeAdapter[EventT]
+    supported_versions: Mapping[str, frozenset[int]]
+    fold_events: Callable[[Iterable[EventT]], StateT]
+    evolve_event: Callable[[StateT | None, EventT], StateT]
+    # Bumped whenever the state model changes shape; an older projection is rebuilt.
+    projection_schema_version: int = 1
+
+    def encode_event(self, event: EventT) -> NewEvent:
+        data = event.model_dump(mode="json")
+        return NewEvent(
+            type=str(data["type"]),
+            schema_version=int(data["schema_version"]),
+            payload=json.dumps(data, separators=(",", ":"), sort_keys=True),
+        )
+
+    def decode_event(self, record: EventRecord) -> EventT:
+        versions = self.supported_versions.get(record.type)
+        if versions is None or record.schema_version not in versions:
+            raise FailedPrecondition(
+                f"{record.stream_id}#{record.seq}: event {record.type!r} schema version "
+                f"{record.schema_version} is not one this code reads",
+                reason="unsupported_schema_version",
+                details={"stream_id": record.stream_id, "seq": record.seq, "type": record.type},
+            )
+        try:
+            return self.event_adapter.validate_json(record.payload)
+        except ValidationError as exc:
+            raise DataLoss(
+                f"{record.stream_id}#{record.seq}: event does not decode "
+                f"({exc.error_count()} errors)",
+                reason="undecodable_event",
+                details={"stream_id": record.stream_id, "seq": record.seq},
+            ) from exc
+
+    def encode_state(self, state: StateT) -> str:
+        return state.model_dump_json()
+
+    def decode_state(self, stream_id: str, text: str) -> StateT:
+        try:
+            return self.state_type.model_validate_json(text)
+        except ValidationError as exc:
+            raise DataLoss(
+                f"{stream_id}: projection does not decode (run `turnkeeper repair`)",
+                reason="undecodable_projection",
+                details={"stream_id": stream_id},
+            ) from exc
+
+    def fold_records(self, records: Sequence[EventRecord]) -> StateT:
+        return self.fold_events(self.decode_event(r) for r in records)
+
+
+class KernelFolder:
+    """The store's view of every stream kind the kernel knows."""
+
+    def __init__(self, codecs: Iterable[StreamCodec[Any, Any]]):
+        self._codecs = {codec.kind: codec for codec in codecs}
+
+    def codec(self, kind: str) -> StreamCodec[Any, Any]:
+        try:
+            return self._codecs[kind]
+        except KeyError:
+            raise NotFound(f"unknown stream kind {kind!r}", reason="unknown_stream_kind") from None
+
+    def projection_schema_version(self, kind: str) -> int:
+        return self.codec(kind).projection_schema_version
+
+    def fold(self, kind: str, events: Sequence[EventRecord]) -> str:
+        codec = self.codec(kind)
+        return codec.encode_state(codec.fold_records(events))
+
+    def same_state(self, kind: str, a: str, b: str) -> bool:
+        # Compare parsed JSON, so key order and spacing never count as a mismatch.
+        try:
+            return bool(json.loads(a) == json.loads(b))
+        except json.JSONDecodeError:
+            return False

@@ -1,0 +1,10 @@
+"""The one :class:`KernelFolder` that knows every stream kind of this version."""
+
+from __future__ import annotations
+
+from turnkeeper.runtime.codec import KernelFolder
+from turnkeeper.runtime.goals import GOAL_CODEC
+
+
+def kernel_folder() -> KernelFolder:
+    return KernelFolder([GOAL_CODEC])

@@ -1,0 +1,77 @@
+"""Where a project's turnkeeper state lives: the ``.turnkeeper/`` directory.
+
+A project is found like git finds a repository: from the working directory
+upwards. ``TURNKEEPER_DIR`` overrides the search (tests, scripts); a
+``TURNKEEPER_DATABASE_URL`` selects another store backend (PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from turnkeeper.errors import FailedPrecondition
+
+STATE_DIR_NAME = ".turnkeeper"
+DB_FILE_NAME = "turnkeeper.db"
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path  # the directory that holds .turnkeeper/
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR_NAME
+
+    @property
+    def database_url(self) -> str:
+        override = os.environ.get("TURNKEEPER_DATABASE_URL")
+        if override:
+            return override
+        return f"sqlite:///{self.state_dir / DB_FILE_NAME}"
+
+
+def init_project(root: Path) -> tuple[Project, bool]:
+    """Create ``root/.turnkeeper`` and ignore it in git; return (project, created)."""
+    root = root.resolve()
+    state_dir = root / STATE_DIR_NAME
+    created = not state_dir.exists()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _ensure_gitignored(root)
+    return Project(root), created
+
+
+def _ensure_gitignored(root: Path) -> None:
+    # Session handles, transcripts and leases are private runtime state (seed 001,
+    # public/private boundary): they must never be committed by accident.
+    gitignore = root / ".gitignore"
+    entry = f"{STATE_DIR_NAME}/"
+    lines = gitignore.read_text().splitlines() if gitignore.exists() else []
+    if entry in lines or STATE_DIR_NAME in lines:
+        return
+    prefix = "" if not lines or gitignore.read_text().endswith("\n") else "\n"
+    with gitignore.open("a") as handle:
+        handle.write(f"{prefix}{entry}\n")
+
+
+def find_project(start: Path | None = None) -> Project:
+    """The nearest project at or above ``start`` (default: cwd)."""
+    explicit = os.environ.get("TURNKEEPER_DIR")
+    if explicit:
+        root = Path(explicit).resolve()
+        if (root / STATE_DIR_NAME).is_dir():
+            return Project(root)
+        raise FailedPrecondition(
+            f"TURNKEEPER_DIR={explicit} holds no {STATE_DIR_NAME}/ (run `turnkeeper init` there)",
+            reason="project_not_initialised",
+        )
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / STATE_DIR_NAME).is_dir():
+            return Project(candidate)
+    raise FailedPrecondition(
+        f"no {STATE_DIR_NAME}/ here or above {here} (run `turnkeeper init`)",
+        reason="project_not_initialised",
+    )

@@ -1,0 +1,215 @@
+"""Everything that differs between database backends lives here.
+
+The store's SQL is portable (``ON CONFLICT ... DO NOTHING``, savepoints,
+conditional ``UPDATE``); what is not is collected in a :class:`Dialect`:
+engine creation and per-connection settings, how a write transaction begins,
+the DBAPI parameter style, and how driver exceptions map onto the error
+taxonomy. Only SQLite exists today; a PostgreSQL dialect (psycopg 3: ``%s``
+placeholders, plain ``BEGIN``, SQLSTATE-based error mapping, an advisory lock
+around migrations) is another subclass here and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from turnkeeper.errors import DataLoss, InvalidArgument, TurnkeeperError, Unavailable
+
+# Execution option that makes SQLAlchemy begin a *write* transaction.
+WRITE_OPTION = "turnkeeper_write"
+
+DEFAULT_BUSY_TIMEOUT_S = 10.0
+
+
+class DBAPICursor(Protocol):
+    rowcount: int
+
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+    def executemany(self, sql: str, params: Any, /) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def close(self) -> None: ...
+
+
+class Dialect:
+    """Backend-specific behaviour. Subclasses override every method."""
+
+    name = "abstract"
+
+    def __init__(self, url: str, busy_timeout_s: float) -> None:
+        self.url = url
+        self.busy_timeout_s = busy_timeout_s
+
+    def create_engine(self) -> Engine:
+        raise NotImplementedError
+
+    def sql(self, text: str) -> str:
+        """Adapt a ``?``-placeholder statement to the driver's parameter style."""
+        raise NotImplementedError
+
+    def prepare_writer(self, cursor: DBAPICursor) -> None:
+        """Settings for the long-lived DBAPI connection of the append path."""
+
+    def begin_write(self, cursor: DBAPICursor) -> None:
+        raise NotImplementedError
+
+    def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
+        """Whether the next commits wait for the disk (set outside a transaction)."""
+        raise NotImplementedError
+
+    def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
+        """The typed error for a driver exception, or None when it is not a database error."""
+        raise NotImplementedError
+
+    def is_integrity_error(self, exc: BaseException) -> bool:
+        """A constraint violation (PEP 249 names the class the same in every driver)."""
+        if isinstance(exc, DBAPIError) and exc.orig is not None:
+            exc = exc.orig
+        return type(exc).__name__ in ("IntegrityError", "UniqueViolation", "ForeignKeyViolation")
+
+
+# sqlite3 primary result codes (the low byte of an extended code).
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
+_SQLITE_UNAVAILABLE = {3, 7, 8, 10, 13, 14, 15}  # PERM NOMEM READONLY IOERR FULL CANTOPEN PROTOCOL
+
+# Text columns come back through this decoder: invalid UTF-8 (a flipped byte on
+# disk) becomes lone surrogates instead of an OperationalError that would abort
+# the whole fetch without naming the record; the checksum then pins it down.
+_decode_text = functools.partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
+
+
+class SqliteDialect(Dialect):
+    name = "sqlite"
+
+    def __init__(self, url: str, busy_timeout_s: float) -> None:
+        super().__init__(url, busy_timeout_s)
+        self._busy_ms = int(busy_timeout_s * 1000)
+
+    def create_engine(self) -> Engine:
+        engine = create_engine(
+            self.url,
+            # Connections move between threads (pool, group-commit leader).
+            connect_args={"check_same_thread": False, "timeout": self.busy_timeout_s},
+            pool_size=8,
+            max_overflow=24,
+        )
+        busy_ms = self._busy_ms
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: sqlite3.Connection, _rec: ConnectionPoolEntry) -> None:
+            # We issue BEGIN ourselves (see _on_begin), so the driver must not.
+            dbapi_conn.isolation_level = None
+            dbapi_conn.text_factory = _decode_text
+            cur = dbapi_conn.cursor()
+            try:
+                # busy_timeout first: switching a new file to WAL needs a lock.
+                cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = FULL")
+                cur.execute("PRAGMA foreign_keys = ON")
+            finally:
+                cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            # IMMEDIATE takes the write lock up front, so a read-check-write
+            # sequence is serialized across processes instead of failing late.
+            write = conn.get_execution_options().get(WRITE_OPTION, False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+
+    def sql(self, text: str) -> str:
+        return text
+
+    def prepare_writer(self, cursor: DBAPICursor) -> None:
+        # The append path waits for the lock with its own short backoff (below):
+        # SQLite's built-in busy handler sleeps 1 ms, 2 ms, 5 ms ... which is
+        # several commits long and starves a second writer process.
+        cursor.execute("PRAGMA busy_timeout = 0")
+
+    def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
+        # In WAL mode NORMAL skips the fsync at commit; the WAL is sequential, so
+        # the next FULL commit's fsync makes these frames durable as well.
+        cursor.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+
+    def begin_write(self, cursor: DBAPICursor) -> None:
+        delay = 50e-6
+        deadline = time.monotonic() + self.busy_timeout_s
+        while True:
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if _code(exc) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay * (0.5 + random.random()))  # jitter: two waiters desynchronize
+            delay = min(delay * 2, 2e-3)
+
+    def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
+        if isinstance(exc, DBAPIError) and exc.orig is not None:
+            exc = exc.orig
+        if not isinstance(exc, sqlite3.Error):
+            return None
+        code = _code(exc)
+        text = str(exc)
+        info = {**details, "driver_error": text}
+        if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text:
+            reason = "not_a_database" if code == _SQLITE_NOTADB else "database_corrupt"
+            return DataLoss(
+                f"database file is damaged: {text} ({_where(details)})", reason=reason, details=info
+            )
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return Unavailable(
+                f"database is locked past the timeout: {text}",
+                reason="database_locked",
+                details=info,
+            )
+        if code in _SQLITE_UNAVAILABLE:
+            return Unavailable(
+                f"database unavailable: {text}", reason="database_unavailable", details=info
+            )
+        return None
+
+
+def _code(exc: sqlite3.Error) -> int:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return int(code) & 0xFF if code is not None else -1
+
+
+def _where(details: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in details.items() if v is not None]
+    return ", ".join(parts) if parts else "no record context"
+
+
+def dialect_for(url_or_path: str | Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Dialect:
+    """Pick the dialect for a URL (``sqlite:///...``) or a plain file path."""
+    text = str(url_or_path)
+    if "://" not in text:
+        path = Path(text).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return SqliteDialect(f"sqlite:///{path}", busy_timeout_s)
+    scheme = text.split("://", 1)[0].split("+", 1)[0]
+    if scheme == "sqlite":
+        if text in ("sqlite://", "sqlite:///:memory:"):
+            # Each pooled connection would see its own empty database.
+            raise InvalidArgument(
+                "in-memory SQLite cannot back a durable store", reason="unsupported_backend"
+            )
+        return SqliteDialect(text, busy_timeout_s)
+    raise InvalidArgument(
+        f"no store backend for {scheme!r} yet",
+        reason="unsupported_backend",
+        details={"scheme": scheme},
+    )

@@ -1,0 +1,155 @@
+"""Read queries on SQLAlchemy Core, each on a pooled connection of its own.
+
+WAL lets these run next to the writer without blocking it. Driver errors are
+translated here so that no raw ``sqlite3`` exception reaches a caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeAlias
+
+from sqlalchemy import Engine, Executable, Row, func, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from turnkeeper.errors import TurnkeeperError
+from turnkeeper.store._dialect import WRITE_OPTION, Dialect
+from turnkeeper.store._schema import entity_index, events, projections
+
+# A result row of any width (SQLAlchemy 2.1 types rows by their column tuple).
+AnyRow: TypeAlias = Row[*tuple[Any, ...]]
+
+EVENT_COLUMNS = (
+    events.c.stream_id,
+    events.c.seq,
+    events.c.type,
+    events.c.schema_version,
+    events.c.payload,
+    events.c.recorded_at,
+    events.c.checksum,
+)
+PROJECTION_COLUMNS = (
+    projections.c.stream_id,
+    projections.c.kind,
+    projections.c.head_seq,
+    projections.c.schema_version,
+    projections.c.state,
+    projections.c.checksum,
+)
+
+
+class Reader:
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self.engine = engine
+        self.dialect = dialect
+
+    @contextmanager
+    def errors(self, **context: Any) -> Iterator[None]:
+        """Translate driver errors raised inside the block into the typed taxonomy."""
+        try:
+            yield
+        except TurnkeeperError:
+            raise
+        except SQLAlchemyError as exc:
+            raise self.typed(exc, **context) from exc
+        except Exception as exc:
+            # Errors raised inside pool "connect" hooks can arrive unwrapped.
+            typed = self.dialect.translate(exc, **context)
+            if typed is None:
+                raise
+            raise typed from exc
+
+    def typed(self, exc: BaseException, **context: Any) -> TurnkeeperError:
+        typed = self.dialect.translate(exc, **context)
+        if typed is None:
+            typed = TurnkeeperError(f"database error: {exc}", reason="internal", details=context)
+        return typed
+
+    def rows(self, stmt: Executable, **context: Any) -> Sequence[AnyRow]:
+        with self.errors(**context), self.engine.connect() as conn:
+            return conn.execute(stmt).all()
+
+    def events(
+        self, stream_id: str, after_seq: int, upto_seq: int | None = None, limit: int | None = None
+    ) -> Sequence[AnyRow]:
+        stmt = select(*EVENT_COLUMNS).where(
+            events.c.stream_id == stream_id, events.c.seq > after_seq
+        )
+        if upto_seq is not None:
+            stmt = stmt.where(events.c.seq <= upto_seq)
+        stmt = stmt.order_by(events.c.seq)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return self.rows(stmt, stream_id=stream_id, after_seq=after_seq)
+
+    def events_head(self, stream_id: str) -> int:
+        stmt = select(func.max(events.c.seq)).where(events.c.stream_id == stream_id)
+        rows = self.rows(stmt, stream_id=stream_id)
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def projection(self, stream_id: str) -> AnyRow | None:
+        stmt = select(*PROJECTION_COLUMNS).where(projections.c.stream_id == stream_id)
+        rows = self.rows(stmt, stream_id=stream_id, record="projection")
+        return rows[0] if rows else None
+
+    def projections_of_kind(self, kind: str) -> Sequence[AnyRow]:
+        stmt = (
+            select(*PROJECTION_COLUMNS)
+            .where(projections.c.kind == kind)
+            .order_by(projections.c.created_at, projections.c.stream_id)
+        )
+        return self.rows(stmt, kind=kind, record="projection")
+
+    def stream_ids(self, after: str | None, limit: int) -> list[str]:
+        """A page of projected stream ids in key order (keyset pagination)."""
+        stmt = select(projections.c.stream_id).order_by(projections.c.stream_id).limit(limit)
+        if after is not None:
+            stmt = stmt.where(projections.c.stream_id > after)
+        return [r[0] for r in self.rows(stmt, record="projection")]
+
+    def orphan_stream_ids(self) -> list[str]:
+        """Streams with events but no projection row (foreign keys make this corruption)."""
+        stmt = (
+            select(events.c.stream_id)
+            .distinct()
+            .where(events.c.stream_id.not_in(select(projections.c.stream_id)))
+            .order_by(events.c.stream_id)
+        )
+        return [r[0] for r in self.rows(stmt, record="event")]
+
+    def lookup(self, entity_id: str) -> tuple[str, str] | None:
+        stmt = select(entity_index.c.stream_id, entity_index.c.entity_kind).where(
+            entity_index.c.entity_id == entity_id
+        )
+        rows = self.rows(stmt, entity_id=entity_id)
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def replace_projection(
+        self, old: AnyRow, head_seq: int, schema_version: int, state: str, checksum: str
+    ) -> bool:
+        """Overwrite a projection row unless it or its stream moved since ``old`` was read."""
+        stream_id = old[0]
+        events_head = (
+            select(func.coalesce(func.max(events.c.seq), 0))
+            .where(events.c.stream_id == stream_id)
+            .scalar_subquery()
+        )
+        stmt = (
+            update(projections)
+            .where(
+                projections.c.stream_id == stream_id,
+                projections.c.head_seq == old[2],
+                projections.c.checksum == old[5],
+                events_head == head_seq,
+            )
+            .values(
+                head_seq=head_seq, schema_version=schema_version, state=state, checksum=checksum
+            )
+        )
+        with (
+            self.errors(stream_id=stream_id, record="projection"),
+            self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn,
+            conn.begin(),
+        ):
+            return conn.execute(stmt).rowcount == 1

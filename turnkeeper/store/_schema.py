@@ -1,0 +1,44 @@
+"""SQLAlchemy Core description of the current schema, used by the read paths.
+
+The migrations in ``migrations/versions`` create these tables and must not
+import this module: a migration describes the schema as of its own revision.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, ForeignKey, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+events = Table(
+    "events",
+    metadata,
+    Column("stream_id", String(200), ForeignKey("projections.stream_id"), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("type", String(200), nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("recorded_at", BigInteger, nullable=False),  # microseconds since the epoch, UTC
+    Column("checksum", String(64), nullable=False),
+)
+
+projections = Table(
+    "projections",
+    metadata,
+    Column("stream_id", String(200), primary_key=True),
+    Column("kind", String(100), nullable=False),
+    Column("head_seq", BigInteger, nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("checksum", String(64), nullable=False),
+    # Creation order for list_projections ("oldest stream first"); not checksummed.
+    Column("created_at", BigInteger, nullable=False),
+)
+
+entity_index = Table(
+    "entity_index",
+    metadata,
+    Column("entity_id", String(200), primary_key=True),
+    Column("stream_id", String(200), ForeignKey("projections.stream_id"), nullable=False),
+    Column("entity_kind", String(100), nullable=False),
+)

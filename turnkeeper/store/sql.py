@@ -1,0 +1,205 @@
+"""The SQL event store: SQLite today, PostgreSQL through the same code later.
+
+Appends go through :class:`~turnkeeper.store._writer.GroupCommitWriter` on a
+raw DBAPI connection (the hot path); reads, verify and repair use SQLAlchemy
+Core on pooled connections; the schema is owned by Alembic migrations.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from turnkeeper.errors import FailedPrecondition, InvalidArgument
+from turnkeeper.store import _verify
+from turnkeeper.store._checksum import event_checksum, projection_checksum
+from turnkeeper.store._dialect import DEFAULT_BUSY_TIMEOUT_S, Dialect, dialect_for
+from turnkeeper.store._migrate import ensure_schema
+from turnkeeper.store._reads import Reader
+from turnkeeper.store._rows import check_contiguous, event_from_row, projection_from_row
+from turnkeeper.store._writer import AppendRequest, GroupCommitWriter
+from turnkeeper.store.base import EventStore
+from turnkeeper.store.records import (
+    EventRecord,
+    IndexEntry,
+    NewEvent,
+    Projection,
+    ProjectionFolder,
+    RepairReport,
+    VerifyReport,
+)
+
+
+class SqlEventStore(EventStore):
+    """An :class:`EventStore` on a SQL database. Thread-safe; one instance per process is
+    enough (its appends share commits), several processes may open the same database."""
+
+    def __init__(
+        self, url_or_path: str | Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+    ) -> None:
+        self._dialect: Dialect = dialect_for(url_or_path, busy_timeout_s)
+        self._engine = self._dialect.create_engine()
+        self._reader = Reader(self._engine, self._dialect)
+        self._close_lock = threading.Lock()
+        self._closed = False
+        try:
+            with self._reader.errors(operation="open"):
+                ensure_schema(self._engine, self._dialect)
+                self._raw = self._engine.raw_connection()
+            self._writer = GroupCommitWriter(self._raw.driver_connection, self._dialect)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @property
+    def url(self) -> str:
+        return self._dialect.url
+
+    @property
+    def writer(self) -> GroupCommitWriter:
+        """The append path, exposed for its commit statistics."""
+        return self._writer
+
+    # -- writes ------------------------------------------------------------------------
+
+    def append(
+        self,
+        stream_id: str,
+        kind: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        projection_state: str,
+        projection_schema_version: int,
+        index: Sequence[IndexEntry] = (),
+        *,
+        durable: bool = True,
+    ) -> int:
+        if not stream_id or not kind:
+            raise InvalidArgument("stream_id and kind must be non-empty", reason="empty_id")
+        if expected_seq < 0:
+            raise InvalidArgument(f"expected_seq {expected_seq} < 0", reason="bad_expected_seq")
+        if not events:
+            # A projection change without events would break "projection = fold(events)".
+            raise InvalidArgument("an append needs at least one event", reason="no_events")
+        recorded_at = time.time_ns() // 1000
+        rows: list[tuple[Any, ...]] = []
+        seq = expected_seq
+        try:
+            for ev in events:
+                seq += 1
+                checksum = event_checksum(
+                    stream_id,
+                    seq,
+                    ev.type,
+                    ev.schema_version,
+                    recorded_at,
+                    ev.payload,
+                    strict=True,
+                )
+                rows.append(
+                    (stream_id, seq, ev.type, ev.schema_version, ev.payload, recorded_at, checksum)
+                )
+            proj_checksum = projection_checksum(
+                stream_id, kind, seq, projection_schema_version, projection_state, strict=True
+            )
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(
+                f"text for stream {stream_id!r} is not valid UTF-8: {exc.reason}",
+                reason="bad_text",
+                details={"stream_id": stream_id},
+            ) from exc
+        request = AppendRequest(
+            durable=durable,
+            stream_id=stream_id,
+            kind=kind,
+            expected_seq=expected_seq,
+            new_head=seq,
+            projection=(projection_schema_version, projection_state, proj_checksum, recorded_at),
+            events=rows,
+            index=[(e.entity_id, stream_id, e.entity_kind) for e in index],
+        )
+        self._check_open()
+        return self._writer.submit(request)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def head(self, stream_id: str) -> int:
+        self._check_open()
+        return self._reader.events_head(stream_id)
+
+    def read_stream(
+        self, stream_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        self._check_open()
+        if after_seq < 0 or (limit is not None and limit < 0):
+            raise InvalidArgument("after_seq and limit must be >= 0", reason="bad_range")
+        rows = self._reader.events(stream_id, after_seq, limit=limit)
+        out: list[EventRecord] = []
+        expected = after_seq + 1
+        for row in rows:
+            check_contiguous(stream_id, expected, int(row[1]))
+            out.append(event_from_row(row))
+            expected += 1
+        return out
+
+    def read_projection(self, stream_id: str) -> Projection | None:
+        self._check_open()
+        row = self._reader.projection(stream_id)
+        return None if row is None else projection_from_row(row)
+
+    def list_projections(self, kind: str) -> list[Projection]:
+        self._check_open()
+        return [projection_from_row(r) for r in self._reader.projections_of_kind(kind)]
+
+    def lookup(self, entity_id: str) -> tuple[str, str] | None:
+        self._check_open()
+        return self._reader.lookup(entity_id)
+
+    # -- integrity ---------------------------------------------------------------------
+
+    def verify(self, folder: ProjectionFolder) -> VerifyReport:
+        self._check_open()
+        return _verify.verify(self._reader, folder)
+
+    def repair(self, folder: ProjectionFolder) -> RepairReport:
+        self._check_open()
+        return _verify.repair(self._reader, folder)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._writer.close()  # queued appends commit first
+        try:
+            self._raw.close()
+        finally:
+            self._engine.dispose()
+
+    def __enter__(self) -> SqlEventStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise FailedPrecondition("the store is closed", reason="store_closed")
+
+
+def open_store(
+    url_or_path: str | Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+) -> SqlEventStore:
+    """Open (creating or upgrading as needed) the store at a file path or database URL."""
+    return SqlEventStore(url_or_path, busy_timeout_s=busy_timeout_s)
