@@ -177,3 +177,24 @@ def test_close_is_final_and_needs_no_turn_in_flight() -> None:
         AcceptTurn(lease=h.token, envelope=envelope(h, "t2")), FailedPrecondition, "session_closed"
     )
     h.rejects(AcquireLease(owner="b", expires_at=at(10)), FailedPrecondition, "session_closed")
+
+
+def test_live_lease_of_a_proven_dead_holder_is_taken_over() -> None:
+    h = new_session(lease_seconds=60)
+    dead = h.token
+    takeover = AcquireLease(
+        owner="worker-b", expires_at=at(90), takeover_from=dead, takeover_proof="pid gone"
+    )
+    assert h.run(takeover, now=at(30)) == [
+        LeaseAcquired(owner="worker-b", epoch=2, expires_at=at(90), at=at(30))
+    ]
+    h.rejects(AcceptTurn(lease=dead, envelope=envelope(h, "t1")), Aborted, "stale_lease", now=at(31))
+
+
+def test_takeover_naming_an_older_lease_is_refused() -> None:
+    h = new_session(lease_seconds=60)
+    old = h.token
+    h.run(AcquireLease(owner="worker-b", expires_at=at(200)), now=at(61))
+    stale = AcquireLease(owner="worker-c", expires_at=at(250), takeover_from=old)
+    h.rejects(stale, Aborted, "stale_lease", now=at(62))
+    assert h.s.lease.owner == "worker-b"

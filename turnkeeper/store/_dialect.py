@@ -87,6 +87,23 @@ _SQLITE_UNAVAILABLE = {3, 7, 8, 10, 13, 14, 15}  # PERM NOMEM READONLY IOERR FUL
 _decode_text = functools.partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
 
 
+def _switch_to_wal(cur: sqlite3.Cursor, timeout_s: float) -> None:
+    """``journal_mode = WAL`` with our own retry: SQLite does not always call the busy
+    handler for it, so two processes opening a brand-new file at once can see
+    "database is locked" from this pragma even with a busy timeout set."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+
 class SqliteDialect(Dialect):
     name = "sqlite"
 
@@ -113,7 +130,7 @@ class SqliteDialect(Dialect):
             try:
                 # busy_timeout first: switching a new file to WAL needs a lock.
                 cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                cur.execute("PRAGMA journal_mode = WAL")
+                _switch_to_wal(cur, self.busy_timeout_s)
                 cur.execute("PRAGMA synchronous = FULL")
                 cur.execute("PRAGMA foreign_keys = ON")
             finally:

@@ -47,6 +47,11 @@ class AcquireLease(KernelModel):
     type: Literal["acquire_lease"] = "acquire_lease"
     owner: Id
     expires_at: AwareDatetime
+    # Take over a live lease whose holder the caller proved dead (a SIGKILLed
+    # controller on this machine): names the exact lease it replaces, so a proof
+    # about an older holder can never displace a newer one.
+    takeover_from: LeaseToken | None = None
+    takeover_proof: ShortText = ""
 
 
 class RenewLease(_Fenced):

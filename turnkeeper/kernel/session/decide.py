@@ -56,7 +56,14 @@ def _check_expiry(expires_at: datetime, now: datetime) -> None:
 def _acquire(state: SessionState, command: cmd.AcquireLease, now: datetime) -> list[SessionEvent]:
     _check_expiry(command.expires_at, now)
     lease = state.lease
-    if lease.is_live(now) and lease.owner != command.owner:
+    takeover = command.takeover_from
+    if takeover is not None and (takeover.owner, takeover.epoch) != (lease.owner, lease.epoch):
+        raise Aborted(
+            "takeover names a lease that is no longer the current one",
+            reason="stale_lease",
+            details={"epoch": lease.epoch, "presented_epoch": takeover.epoch},
+        )
+    if lease.is_live(now) and lease.owner != command.owner and takeover is None:
         raise Aborted(
             f"lease is held by {lease.owner} until {lease.expires_at}",
             reason="lease_held",

@@ -72,7 +72,9 @@ def decide_recovery(
         return RecoveryDecision(action="none", reason="nothing_to_recover")
     if session.in_flight is not None:
         return RecoveryDecision(action="none", reason="turn_in_flight", turn_id=pending.turn_id)
-    if pending.attempt >= policy.max_attempts:
+    # A turn lost to a control-plane restart is not the host's fault: only host
+    # failures spend attempts, so back-to-back controller kills never crash a session.
+    if pending.cause == "failed" and pending.attempt >= policy.max_attempts:
         return RecoveryDecision(
             action="crash", reason="recovery_attempts_exhausted", turn_id=pending.turn_id
         )

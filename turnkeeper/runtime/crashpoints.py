@@ -1,0 +1,57 @@
+"""Named crash points: where tests and the chaos harness SIGKILL the real control plane.
+
+``TURNKEEPER_CRASH_AT=<point>`` kills this process the first time it reaches
+``<point>``; ``<point>@<n>`` the n-th time. Several may be given, comma-separated.
+The kill is a real SIGKILL of our own pid — no cleanup, no flush, no atexit — so
+what survives is exactly what a power cut of the process would leave.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections import Counter
+
+ENV_VAR = "TURNKEEPER_CRASH_AT"
+
+# Every durable boundary of the turn transaction and of restart recovery, in order.
+TURN_POINTS = (
+    "turn.accepted",  # turn.accepted durable; host not started
+    "host.spawned",  # host process running; its identity not yet recorded
+    "host.started",  # host identity recorded
+    "host.events",  # a batch of host events journaled (mid-turn)
+    "receipt",  # receipt durable; not written back
+    "writeback.goal",  # goal-side write-back applied; session not told
+    "written_back",  # write-back recorded; turn not completed
+    "completed",  # turn completed with its snapshot
+)
+RECOVERY_POINTS = (
+    "recovery.killed",  # survivors ended; loss not yet recorded
+    "recovery.lost",  # loss recorded; continuation not yet run
+    "recovery.reported",  # recovery report recorded
+)
+ALL_POINTS = TURN_POINTS + RECOVERY_POINTS
+
+_hits: Counter[str] = Counter()
+
+
+def _targets() -> dict[str, int]:
+    spec = os.environ.get(ENV_VAR, "")
+    targets: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, nth = item.partition("@")
+        targets[name] = int(nth) if nth else 1
+    return targets
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process here when the environment asks for it."""
+    if ENV_VAR not in os.environ:
+        return
+    _hits[name] += 1
+    if _targets().get(name) == _hits[name]:
+        sys.stdout.flush()
+        sys.stderr.write(f"[crash point {name}#{_hits[name]}: SIGKILL]\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,291 @@
+"""The turn driver: one turn through the transaction of DESIGN.md, each step durable in order.
+
+1. claim the todo, then ``turn.accepted`` (fsync'd)
+2. host started — process identity (a cheap commit: recovery finds the process by marker)
+3. host events, journaled in batches by host sequence number (cheap commits)
+4. receipt (fsync'd): success with the result, or failure with a host recovery record
+5. write-back through the goal kernel, then ``turn.written_back``
+6. (effects: a later issue)
+7. ``turn.completed`` with the snapshot reference
+
+A crash point sits after each step, so tests can SIGKILL the real process there.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from turnkeeper.errors import TurnkeeperError
+from turnkeeper.hosts import (
+    HostEvent,
+    HostOutcome,
+    HostRun,
+    HostSpawnFailed,
+    TurnRequest,
+    load_host,
+)
+from turnkeeper.hosts import ProcessIdentity as HostProcess
+from turnkeeper.kernel.proposals import ClaimTodo
+from turnkeeper.kernel.session import (
+    AcceptTurn,
+    CompleteTurn,
+    HostRecoveryRecord,
+    InteractionContract,
+    LeaseToken,
+    NextTurn,
+    RecordHostEvents,
+    RecordHostStarted,
+    RecordReceipt,
+    RecordWriteBack,
+    RenewLease,
+    SessionState,
+    TurnEnvelope,
+)
+from turnkeeper.kernel.session import HostEvent as JournaledEvent
+from turnkeeper.kernel.session import ProcessIdentity as JournaledProcess
+from turnkeeper.kernel.session.records import (
+    ReceiptFailure,
+    ReceiptSuccess,
+    RecoveryBinding,
+    SnapshotRef,
+)
+from turnkeeper.runtime.crashpoints import crash_point
+from turnkeeper.runtime.goals import GoalService, goal_stream
+from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.workspace import git_revision
+from turnkeeper.runtime.writeback import claim_owner, write_back
+
+EVENT_BATCH = 100
+DEFAULT_CONTRACT = InteractionContract(
+    stop_condition="Stop when the todo is done or you need a human decision; report what you did."
+)
+
+
+@dataclass
+class DriverConfig:
+    lease_seconds: float = 120.0
+    host_timeout_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    turn_id: str
+    succeeded: bool
+    outcome: HostOutcome
+
+
+def to_journaled(identity: HostProcess) -> JournaledProcess:
+    return JournaledProcess(
+        pid=identity.pid, start_fingerprint=identity.fingerprint, marker=identity.marker
+    )
+
+
+def new_turn_id() -> str:
+    return f"turn-{uuid.uuid4().hex[:16]}"
+
+
+class TurnDriver:
+    def __init__(
+        self,
+        sessions: SessionService,
+        goals: GoalService,
+        token: Callable[[str], LeaseToken],
+        config: DriverConfig | None = None,
+    ):
+        self._sessions = sessions
+        self._goals = goals
+        self._token = token  # the lease this controller holds on a session
+        self._config = config or DriverConfig()
+
+    # --- one turn -------------------------------------------------------------------
+
+    def run_turn(self, session: SessionState, spec: NextTurn) -> TurnResult:
+        sid = session.session_id
+        envelope = TurnEnvelope.create(
+            turn_id=new_turn_id(),
+            session_id=sid,
+            generation=session.generation,
+            goal_id=session.goal_id,
+            spec=spec,
+            contract=DEFAULT_CONTRACT,
+        )
+        todo_title = self._claim(session, envelope)
+        self._sessions.execute(sid, AcceptTurn(lease=self._token(sid), envelope=envelope))
+        crash_point("turn.accepted")
+        request = self._request(session, envelope, todo_title)
+        try:
+            run = load_host(session.host_kind, session.host_config).start(request)
+        except HostSpawnFailed as failed:
+            return self._finish(session, envelope, failed.outcome)
+        crash_point("host.spawned")
+        self._sessions.execute(
+            sid,
+            RecordHostStarted(
+                lease=self._token(sid),
+                turn_id=envelope.turn_id,
+                host_kind=session.host_kind,
+                process=to_journaled(run.identity),
+            ),
+            durable=False,  # the recovery table finds the process by marker if this is lost
+        )
+        crash_point("host.started")
+        outcome = self._pump(session, envelope, run)
+        return self._finish(session, envelope, outcome)
+
+    def _claim(self, session: SessionState, envelope: TurnEnvelope) -> str | None:
+        if envelope.todo_id is None:
+            return None
+        until = self._sessions.now() + timedelta(
+            seconds=self._config.host_timeout_seconds + self._config.lease_seconds
+        )
+        owner = claim_owner(session.session_id)
+        state = self._goals.load(session.goal_id)
+        todo = state.todos.get(envelope.todo_id)
+        if todo is not None and todo.claim is not None and todo.claim.owner == owner:
+            return todo.title  # our own live claim from the turn this one continues
+        done = self._goals.submit(
+            session.goal_id,
+            ClaimTodo(todo_id=envelope.todo_id, owner=owner, lease_expires_at=until),
+        )
+        return done.state.todos[envelope.todo_id].title
+
+    def _request(
+        self, session: SessionState, envelope: TurnEnvelope, todo_title: str | None
+    ) -> TurnRequest:
+        instructions = envelope.instructions
+        if envelope.reconcile_note:
+            instructions = f"{instructions}\n\n{envelope.reconcile_note}"
+        return TurnRequest(
+            turn_id=envelope.turn_id,
+            session_id=session.session_id,
+            generation=session.generation,
+            attempt=envelope.attempt,
+            kind=envelope.kind,
+            instructions=instructions,
+            workspace=Path(session.workspace),
+            host_session_handle=session.host_session_handle
+            if envelope.resume_host_session
+            else None,
+            todo_id=envelope.todo_id,
+            todo_title=todo_title,
+            timeout_seconds=self._config.host_timeout_seconds,
+        )
+
+    def _pump(self, session: SessionState, envelope: TurnEnvelope, run: HostRun) -> HostOutcome:
+        """Journal the host's events in order while it runs, renewing our lease meanwhile."""
+        sid = session.session_id
+        stop = threading.Event()
+        keeper = threading.Thread(target=self._keep_lease, args=(sid, stop), daemon=True)
+        keeper.start()
+        try:
+            batch: list[HostEvent] = []
+            for event in run.events(after_seq=0):
+                batch.append(event)
+                if len(batch) >= EVENT_BATCH or event.kind in ("session.bound", "result"):
+                    self._journal(sid, envelope.turn_id, batch)
+                    batch = []
+            if batch:
+                self._journal(sid, envelope.turn_id, batch)
+            return run.wait(timeout=None)
+        finally:
+            stop.set()
+            keeper.join()
+
+    def _journal(self, sid: str, turn_id: str, batch: list[HostEvent]) -> None:
+        handle = next(
+            (
+                str(e.data["handle"])
+                for e in batch
+                if e.kind == "session.bound" and isinstance(e.data.get("handle"), str)
+            ),
+            None,
+        )
+        events = tuple(JournaledEvent(seq=e.seq, kind=e.kind, data=e.data) for e in batch)
+        command = RecordHostEvents(
+            lease=self._token(sid), turn_id=turn_id, events=events, host_session_handle=handle
+        )
+        self._sessions.execute(sid, command, durable=False)
+        crash_point("host.events")
+
+    def _keep_lease(self, sid: str, stop: threading.Event) -> None:
+        period = self._config.lease_seconds / 3
+        while not stop.wait(period):
+            until = self._sessions.now() + timedelta(seconds=self._config.lease_seconds)
+            try:
+                self._sessions.execute(sid, RenewLease(lease=self._token(sid), expires_at=until))
+            except TurnkeeperError:
+                return  # fenced off or store gone: the turn's own writes will say so
+
+    # --- receipt, write-back, completion ------------------------------------------------
+
+    def _finish(
+        self, session: SessionState, envelope: TurnEnvelope, outcome: HostOutcome
+    ) -> TurnResult:
+        sid = session.session_id
+        token = self._token(sid)
+        if outcome.status.value == "succeeded":
+            receipt: ReceiptSuccess | ReceiptFailure = ReceiptSuccess(
+                result=dict(outcome.result or {}), host_artifact_digest=None
+            )
+        else:
+            current = self._sessions.load(sid)
+            receipt = ReceiptFailure(
+                error_kind=(outcome.error_kind.value if outcome.error_kind else "exit_code"),
+                exit_code=outcome.exit_code,
+                signal=outcome.signal,
+                message=(outcome.message or "")[:2000],
+                host_recovery=HostRecoveryRecord(
+                    binding=RecoveryBinding(
+                        session_id=sid,
+                        generation=current.generation,
+                        host_kind=current.host_kind,
+                        host_session_handle=current.host_session_handle,
+                        turn_id=envelope.turn_id,
+                        attempt=envelope.attempt,
+                    )
+                ),
+            )
+        self._sessions.execute(
+            sid, RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
+        )
+        crash_point("receipt")
+        if isinstance(receipt, ReceiptSuccess):
+            self.complete_from_receipt(self._sessions.load(sid), envelope, receipt)
+        return TurnResult(
+            turn_id=envelope.turn_id, succeeded=isinstance(receipt, ReceiptSuccess), outcome=outcome
+        )
+
+    def complete_from_receipt(
+        self, session: SessionState, envelope: TurnEnvelope, receipt: ReceiptSuccess
+    ) -> None:
+        """Steps 5-7 from a durable receipt: also what recovery runs after a crash."""
+        sid = session.session_id
+        workspace = Path(session.workspace)
+        in_flight = session.in_flight
+        if in_flight is not None and in_flight.phase == "receipt":
+            decisions = write_back(self._goals, envelope, workspace, receipt.result)
+            crash_point("writeback.goal")
+            self._sessions.execute(
+                sid,
+                RecordWriteBack(
+                    lease=self._token(sid),
+                    turn_id=envelope.turn_id,
+                    accepted=tuple(decisions.accepted),
+                    rejected=tuple(decisions.rejected),
+                ),
+            )
+            crash_point("written_back")
+        snapshot = SnapshotRef(
+            kernel_seq=self._sessions.store.head(goal_stream(session.goal_id)),
+            workspace_revision=git_revision(workspace),
+            host_artifact_digest=receipt.host_artifact_digest,
+        )
+        self._sessions.execute(
+            sid, CompleteTurn(lease=self._token(sid), turn_id=envelope.turn_id, snapshot=snapshot)
+        )
+        crash_point("completed")

@@ -1,0 +1,188 @@
+"""Restart recovery: the recovery table of DESIGN.md, applied to one session.
+
+| last durable step            | what restart does                                         |
+|------------------------------|-----------------------------------------------------------|
+| accepted, no host identity   | end every process carrying the turn's marker; turn lost   |
+| host started, no receipt     | prove the process gone (or end it); turn lost; the session|
+|                              | continues with a continuation that resumes the host       |
+| receipt, not written back    | write back from the durable receipt; the host never reruns|
+| written back                 | complete the turn                                         |
+| completed / nothing          | nothing                                                   |
+
+Also: a failed turn whose recovery record was never resolved (the controller
+died between the receipt and the resolution) is resolved from the record read
+back from the log, under the bounded policy.
+
+What was replayed from the log, what was probed again, and what was done is
+recorded as the session's recovery report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from turnkeeper.hosts import ProcessIdentity as HostProcess
+from turnkeeper.hosts import process_tree
+from turnkeeper.kernel import audit
+from turnkeeper.kernel.session import (
+    LeaseToken,
+    RecordRecoveryReport,
+    RecordTurnLost,
+    ResolveHostRecovery,
+    SessionState,
+)
+from turnkeeper.kernel.session.records import LossProof, ProcessIdentity
+from turnkeeper.kernel.session.report import (
+    ProbedFacts,
+    ProcessProbe,
+    RecoveryAction,
+    RecoveryReport,
+    ReplayedFacts,
+)
+from turnkeeper.runtime.crashpoints import crash_point
+from turnkeeper.runtime.driver import TurnDriver
+from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.workspace import probe_workspace
+
+
+def _probe_process(identity: ProcessIdentity) -> bool:
+    """Is the recorded host process still the one we started, and alive?"""
+    boot_id, _, start_time = identity.start_fingerprint.rpartition(":")
+    if not start_time.isdigit():
+        return False  # not a fingerprint we wrote: nothing to signal by it
+    host_identity = HostProcess(
+        pid=identity.pid, start_time=int(start_time), boot_id=boot_id, marker=identity.marker
+    )
+    return process_tree.is_alive(host_identity)
+
+
+class SessionRecovery:
+    def __init__(
+        self,
+        sessions: SessionService,
+        goals: GoalService,
+        driver: TurnDriver,
+        token: Callable[[str], LeaseToken],
+    ):
+        self._sessions = sessions
+        self._goals = goals
+        self._driver = driver
+        self._token = token
+
+    def recover(self, session_id: str) -> RecoveryReport:
+        started = self._sessions.now()
+        session = self._sessions.load(session_id)
+        actions: list[RecoveryAction] = []
+        probes: list[ProcessProbe] = []
+        turn = session.in_flight
+        if turn is not None:
+            if turn.phase in ("accepted", "host_started"):
+                self._end_lost_turn(session, actions, probes)
+            elif turn.receipt is not None:
+                self._driver.complete_from_receipt(session, turn.envelope, turn.receipt)
+                actions.append(self._action("receipt_written_back", turn.envelope.turn_id))
+        if not actions:
+            actions.append(self._action("nothing_to_do", None))
+        report = self._report(self._sessions.load(session_id), started, actions, probes)
+        self._sessions.execute(
+            session_id, RecordRecoveryReport(lease=self._token(session_id), report=report)
+        )
+        crash_point("recovery.reported")
+        return report
+
+    def resolve_failed_turn(self, session_id: str, turn_id: str) -> None:
+        """Resolve a failed turn's host recovery record, read back from the durable log."""
+        receipt = self._sessions.receipt_event(session_id, turn_id).receipt
+        record = getattr(receipt, "host_recovery", None)
+        raw = record.model_dump(mode="json") if record is not None else {}
+        self._sessions.execute(
+            session_id, ResolveHostRecovery(lease=self._token(session_id), record=raw)
+        )
+
+    # --- the lost-turn row of the table -------------------------------------------------
+
+    def _end_lost_turn(
+        self, session: SessionState, actions: list[RecoveryAction], probes: list[ProcessProbe]
+    ) -> None:
+        turn = session.in_flight
+        assert turn is not None
+        turn_id = turn.envelope.turn_id
+        alive = False
+        if turn.process is not None:
+            alive = _probe_process(turn.process)
+            probes.append(ProcessProbe(process=turn.process, alive=alive))
+        # The marker search runs whatever the identity says: shell children in their
+        # own process sessions outlive the host, and an unrecorded host has no identity.
+        killed = process_tree.kill_turn_processes(turn_id)
+        pids = tuple(k.pid for k in killed.killed)
+        if pids:
+            actions.append(self._action("killed_process", turn_id, pids=pids))
+        crash_point("recovery.killed")
+        proof = LossProof(
+            ended="killed" if pids else "proven_gone",
+            killed_pids=pids[:256],
+            process=turn.process,
+            detail="host was alive at restart" if alive else "no live host process at restart",
+        )
+        self._sessions.execute(
+            session.session_id,
+            RecordTurnLost(lease=self._token(session.session_id), turn_id=turn_id, proof=proof),
+        )
+        actions.append(self._action("turn_marked_lost", turn_id, detail="lost_on_restore"))
+        crash_point("recovery.lost")
+        actions.append(self._action("continuation_queued", turn_id))
+
+    # --- the report -----------------------------------------------------------------------
+
+    def _action(
+        self, kind: str, turn_id: str | None, pids: tuple[int, ...] = (), detail: str = ""
+    ) -> RecoveryAction:
+        return RecoveryAction.model_validate(
+            {
+                "kind": kind,
+                "at": self._sessions.now(),
+                "turn_id": turn_id,
+                "pids": pids,
+                "detail": detail,
+            }
+        )
+
+    def _report(
+        self,
+        session: SessionState,
+        started: datetime,
+        actions: list[RecoveryAction],
+        probes: list[ProcessProbe],
+    ) -> RecoveryReport:
+        goal = self._goals.load(session.goal_id)
+        now = self._sessions.now()
+        workspace = probe_workspace(Path(session.workspace))
+        due = audit(goal, now)
+        due_monitors = tuple(
+            m.id for m in goal.monitors.values() if not m.retired and m.next_due <= now
+        )
+        last = session.last_turn_end.turn_id if session.last_turn_end else None
+        return RecoveryReport(
+            started_at=started,
+            finished_at=now,
+            replayed=ReplayedFacts(
+                goal_id=goal.goal.id,
+                todo_lineage=tuple(goal.todos)[:256],
+                gate_resolutions=tuple(g.id for g in goal.gates.values() if g.resolution)[:256],
+                receipts=(last,) if last else (),
+            ),
+            probed=ProbedFacts(
+                probed_at=now,
+                workspace_revision=workspace.revision,
+                workspace_dirty=workspace.dirty_files > 0,
+                dirty_diff_summary=f"{workspace.dirty_files} changed files"
+                if workspace.exists
+                else "workspace missing",
+                host_processes=tuple(probes),
+                due_monitors=due_monitors[:256] if due.due_monitors else (),
+            ),
+            actions=tuple(actions[:256]),
+        )
