@@ -188,7 +188,9 @@ def test_live_lease_of_a_proven_dead_holder_is_taken_over() -> None:
     assert h.run(takeover, now=at(30)) == [
         LeaseAcquired(owner="worker-b", epoch=2, expires_at=at(90), at=at(30))
     ]
-    h.rejects(AcceptTurn(lease=dead, envelope=envelope(h, "t1")), Aborted, "stale_lease", now=at(31))
+    h.rejects(
+        AcceptTurn(lease=dead, envelope=envelope(h, "t1")), Aborted, "stale_lease", now=at(31)
+    )
 
 
 def test_takeover_naming_an_older_lease_is_refused() -> None:

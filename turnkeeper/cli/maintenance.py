@@ -21,10 +21,13 @@ from turnkeeper.cli.render import (
     render_repair,
     render_verify,
 )
+from turnkeeper.cli.render_sessions import render_recovery_report, render_session_list
 from turnkeeper.errors import DataLoss, FailedPrecondition
 from turnkeeper.kernel import parse_proposal
 from turnkeeper.runtime.folder import kernel_folder
+from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.project import init_project
+from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.store import open_store
 from turnkeeper.store.records import MismatchKind, VerifyReport
 
@@ -48,12 +51,15 @@ def init(
 
 @handles_errors
 def status(as_json: bool = JsonOption) -> None:
-    """Everything in flight: goals with their audit counters."""
-    with goal_service() as goals:
+    """Everything in flight: goals with their audit counters, sessions with their turns."""
+    with open_project_store() as (_, store):
+        goals = GoalService(store)
         rows = [(state, goals.audit(state.goal.id)) for state in goals.list_goals()]
+        session_states = SessionService(store).list()
     if as_json:
         print_json(
             {
+                "sessions": session_states,
                 "goals": [
                     {
                         "id": s.goal.id,
@@ -63,7 +69,7 @@ def status(as_json: bool = JsonOption) -> None:
                         "audit": a,
                     }
                     for s, a in rows
-                ]
+                ],
             }
         )
         return
@@ -71,6 +77,12 @@ def status(as_json: bool = JsonOption) -> None:
         console.print("no goals yet: `turnkeeper goal add TITLE`")
         return
     render_goal_list(rows)
+    if session_states:
+        render_session_list(session_states)
+        for state in session_states:
+            if state.latest_recovery_report is not None and state.counters.turns_lost:
+                console.print(f"[bold]session {state.session_id[:8]}[/]")
+                render_recovery_report(state.latest_recovery_report)
 
 
 @handles_errors

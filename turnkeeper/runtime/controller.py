@@ -21,7 +21,7 @@ from datetime import timedelta
 from types import FrameType
 
 from turnkeeper.errors import Aborted, TurnkeeperError
-from turnkeeper.hosts import process_tree
+from turnkeeper.hosts import load_host, process_tree
 from turnkeeper.kernel.model import NoFollowUpReason
 from turnkeeper.kernel.proposals import CloseGoal
 from turnkeeper.kernel.session import (
@@ -34,7 +34,7 @@ from turnkeeper.kernel.session import (
     decide_recovery,
     plan_next_turn,
 )
-from turnkeeper.runtime.driver import DriverConfig, TurnDriver
+from turnkeeper.runtime.driver import DriverConfig, HostLoader, TurnDriver
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
@@ -69,6 +69,7 @@ class ControllerConfig:
     policy: RecoveryPolicy = field(default_factory=lambda: RecoveryPolicy(max_attempts=4))
     max_turns: int | None = None
     close_goal_when_terminal: bool = True
+    host_loader: HostLoader = load_host
 
 
 @dataclass
@@ -96,6 +97,7 @@ class Controller:
         driver_config = DriverConfig(
             lease_seconds=self.config.lease_seconds,
             host_timeout_seconds=self.config.host_timeout_seconds,
+            host_loader=self.config.host_loader,
         )
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
         self.recovery = SessionRecovery(self.sessions, self.goals, self.driver, self.token)

@@ -19,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.hosts import (
+    Host,
     HostEvent,
     HostOutcome,
     HostRun,
@@ -66,10 +68,15 @@ DEFAULT_CONTRACT = InteractionContract(
 )
 
 
+HostLoader = Callable[[str, dict[str, Any]], Host]
+
+
 @dataclass
 class DriverConfig:
     lease_seconds: float = 120.0
     host_timeout_seconds: int = 3600
+    # How a host kind becomes a Host: entry points by default; tests may inject.
+    host_loader: HostLoader = load_host
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,8 @@ class TurnDriver:
         crash_point("turn.accepted")
         request = self._request(session, envelope, todo_title)
         try:
-            run = load_host(session.host_kind, session.host_config).start(request)
+            host = self._config.host_loader(session.host_kind, dict(session.host_config))
+            run = host.start(request)
         except HostSpawnFailed as failed:
             return self._finish(session, envelope, failed.outcome)
         crash_point("host.spawned")

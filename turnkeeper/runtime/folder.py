@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from turnkeeper.runtime.codec import KernelFolder
 from turnkeeper.runtime.goals import GOAL_CODEC
+from turnkeeper.runtime.sessions import SESSION_CODEC
 
 
 def kernel_folder() -> KernelFolder:
-    return KernelFolder([GOAL_CODEC])
+    return KernelFolder([GOAL_CODEC, SESSION_CODEC])

@@ -1,0 +1,159 @@
+"""``turnkeeper session ...``, ``run`` and ``recover``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_arg
+from turnkeeper.cli.output import console, print_json
+from turnkeeper.cli.render_sessions import render_session, render_session_list
+from turnkeeper.errors import InvalidArgument
+from turnkeeper.kernel.session import SetStatus
+from turnkeeper.runtime.controller import Controller, ControllerConfig, stop_on_signals
+from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.sessions import SessionService
+
+session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
+
+
+def _host_config(text: str) -> dict[str, Any]:
+    if text.startswith("@"):
+        path = Path(text[1:])
+        if not path.is_file():
+            raise InvalidArgument(f"no such file: {path}", reason="missing_file")
+        text = path.read_text()
+    data = parse_json_arg("--host-config", text)
+    if not isinstance(data, dict):
+        raise InvalidArgument("--host-config must be a JSON object", reason="malformed_json")
+    return data
+
+
+@session_app.command("create")
+@handles_errors
+def session_create(
+    goal_id: str,
+    host: str = typer.Option("scripted", help="Host kind: subprocess, python, scripted, ..."),
+    host_config: str = typer.Option("{}", help="Host configuration as JSON, or @FILE."),
+    workspace: Path = typer.Option(Path("."), help="The git worktree the agent works in."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Bind an agent host to a goal and a workspace."""
+    config = _host_config(host_config)
+    if not workspace.is_dir():
+        raise InvalidArgument(f"workspace {workspace} is not a directory", reason="no_workspace")
+    with open_project_store() as (_, store):
+        GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
+        state = SessionService(store).create(goal_id, workspace, host, config)
+    if as_json:
+        print_json(state)
+    else:
+        console.print(f"created session [bold]{state.session_id}[/] on goal {goal_id}")
+
+
+@session_app.command("show")
+@handles_errors
+def session_show(session_id: str, as_json: bool = JsonOption) -> None:
+    """A session: status, lease, turn in flight, counters and its latest recovery report."""
+    with open_project_store() as (_, store):
+        sessions = SessionService(store)
+        state = sessions.load(sessions.resolve_id(session_id))
+    if as_json:
+        print_json(state)
+    else:
+        render_session(state)
+
+
+@session_app.command("list")
+@handles_errors
+def session_list(as_json: bool = JsonOption) -> None:
+    """Every session with its status and counters."""
+    with open_project_store() as (_, store):
+        states = SessionService(store).list()
+    if as_json:
+        print_json(states)
+    else:
+        render_session_list(states)
+
+
+@session_app.command("stop")
+@handles_errors
+def session_stop(
+    session_id: str,
+    reason: str = typer.Option("stopped by operator", help="Recorded with the stop."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Suspend a session (abandoning a turn in flight); `run` leaves it alone until resumed."""
+    with open_project_store() as (_, store):
+        controller = Controller(store)
+        sid = controller.sessions.resolve_id(session_id)
+        token = controller.acquire(sid)
+        try:
+            done = controller.sessions.execute(
+                sid, SetStatus(lease=token, action="stop", reason=reason)
+            )
+        finally:
+            controller.release(sid)
+    if as_json:
+        print_json(done.state)
+    else:
+        console.print(f"stopped session [bold]{sid}[/]")
+
+
+@handles_errors
+def run(
+    session: list[str] = typer.Option([], help="Drive only these sessions (default: all)."),
+    max_turns: int = typer.Option(0, help="Stop after this many turns (0: no limit)."),
+    lease: float = typer.Option(120.0, help="Session lease length in seconds."),
+    host_timeout: int = typer.Option(3600, help="Seconds a host may run one turn."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Recover every in-flight turn, then drive sessions until their goals are done."""
+    config = ControllerConfig(
+        lease_seconds=lease, host_timeout_seconds=host_timeout, max_turns=max_turns or None
+    )
+
+    def progress(line: str) -> None:
+        if as_json:
+            print(json.dumps({"progress": line}), flush=True)
+        else:
+            console.print(f"[dim]>[/] {line}")
+
+    with open_project_store() as (_, store):
+        controller = Controller(store, config, progress=progress)
+        ids = [controller.sessions.resolve_id(s) for s in session] or None
+        with stop_on_signals(controller):
+            summary = controller.run(ids)
+    if as_json:
+        print_json(
+            {"turns": summary.turns, "failed_turns": summary.failed_turns, "stops": summary.stops}
+        )
+    else:
+        console.print(f"ran {summary.turns} turns ({summary.failed_turns} failed)")
+        for sid, why in summary.stops.items():
+            console.print(f"  session {sid[:8]}: {why}")
+
+
+@handles_errors
+def recover(turn_id: str, as_json: bool = JsonOption) -> None:
+    """Validate a failed turn's host recovery record and resume its session (seed 000)."""
+    with open_project_store() as (_, store):
+        controller = Controller(store)
+        sid = controller.sessions.session_of_turn(turn_id)
+        controller.acquire(sid)
+        try:
+            controller.recovery.resolve_failed_turn(sid, turn_id)
+        finally:
+            controller.release(sid)
+        state = controller.sessions.load(sid)
+    pending = state.recovery
+    nxt = pending.next if pending is not None else None
+    if as_json:
+        print_json({"session_id": sid, "recovery": pending, "next": nxt})
+        return
+    console.print(f"recovered turn {turn_id}: session {sid[:8]} resumes")
+    if nxt is not None:
+        console.print(f"  next: {nxt.kind} turn, attempt {nxt.attempt}; run `turnkeeper run`")
