@@ -1,223 +1,203 @@
-"""``turnkeeper demo``: the work-state kernel end to end in a throwaway git repository.
+"""``turnkeeper demo``: a goal worked by the scripted agent, with two real SIGKILLs.
 
-Everything is real: a SQLite file in WAL mode, real commands run as evidence
-bound to a real git revision, the terminal audit refusing to close a goal whose
-todos are all ticked while acceptance is still open.
+Everything is real: the control plane is ``turnkeeper run`` in its own process,
+the agent is a subprocess that edits files in a git repository, the kills are
+SIGKILLs of those processes, and the state is a SQLite file in WAL mode.
 """
 
 from __future__ import annotations
 
-import hashlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from datetime import timedelta
+import threading
+import time
 from pathlib import Path
 
 import typer
 from rich.panel import Panel
 
-from turnkeeper.cli.output import console
-from turnkeeper.cli.render import render_audit, render_goal, render_verify
-from turnkeeper.errors import TurnkeeperError
-from turnkeeper.kernel.model import NoFollowUpReason
-from turnkeeper.kernel.proposals import (
-    AddTodo,
-    ClaimTodo,
-    CloseGoal,
-    CompleteTodo,
-    CreateGoal,
-    CriterionSpec,
-    Fence,
-    GoalProposal,
-    Note,
-    RecordEvidence,
-    RecordNoFollowUp,
-    SatisfyCriterion,
-    TodoSpec,
+from turnkeeper.cli.demo_scenario import (
+    CONTROL_PLANE_KILL_POINT,
+    HOST_KILL_POINT,
+    agent_script,
+    make_repository,
 )
+from turnkeeper.cli.output import console
+from turnkeeper.cli.render import render_audit, render_verify
+from turnkeeper.cli.render_sessions import render_session
+from turnkeeper.hosts import process_tree
+from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService, utc_now
+from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.workspace import git_revision
+from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.store import open_store
 
-OWNER = "demo-agent"
+GOAL = "calc"
+PAUSE_TIMEOUT_SECONDS = 120
 
 
 def _step(text: str) -> None:
     console.rule(f"[bold cyan]{text}")
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
-def _make_repo(root: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "demo@turnkeeper.invalid")
-    _git(repo, "config", "user.name", "turnkeeper demo")
-    (repo / "greet.py").write_text("def greet(name):\n    return 'hello ' + name\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "initial")
-    return repo
-
-
-def _run_check(repo: Path, goals: GoalService, goal_id: str, eid: str, code: str) -> None:
-    argv = [sys.executable, "-c", code]
-    proc = subprocess.run(argv, cwd=repo, capture_output=True, check=False)
-    goals.submit(
-        goal_id,
-        RecordEvidence(
-            evidence_id=eid,
-            command="python -c <check>",
-            key="greet-check",
-            revision=git_revision(repo),
-            exit_code=proc.returncode,
-            output_digest=hashlib.sha256(proc.stdout + proc.stderr).hexdigest(),
-            freshness_seconds=3600,
-        ),
-    )
-    style = "green" if proc.returncode == 0 else "red"
-    console.print(f"evidence {eid}: check exited [{style}]{proc.returncode}[/]")
-
-
-def _refused(goals: GoalService, goal_id: str, proposal: GoalProposal, why: str) -> None:
+def _set_up(repo: Path) -> str:
+    project, _ = init_project(repo)
+    store = open_store(project.database_url)
     try:
-        goals.submit(goal_id, proposal)
-    except TurnkeeperError as error:
-        console.print(f"[yellow]refused as expected[/] ({why}): {error.code.value} {error.reason}")
-        return
-    raise RuntimeError(f"the kernel accepted what it should refuse: {why}")
+        goals = GoalService(store)
+        goals.create(CreateGoal(goal_id=GOAL, title="A tiny calculator with docs"))
+        todos = [
+            TodoSpec(todo_id="t-add", title="write add()", required_evidence=["add-works"]),
+            TodoSpec(
+                todo_id="t-sub",
+                title="write sub()",
+                depends_on=["t-add"],
+                required_evidence=["sub-works"],
+            ),
+            TodoSpec(
+                todo_id="t-docs",
+                title="write the docs",
+                depends_on=["t-sub"],
+                required_evidence=["docs-mention-sub"],
+            ),
+        ]
+        for todo in todos:
+            goals.submit(GOAL, AddTodo(todo=todo))
+        config = agent_script(project.state_dir / "agent")
+        session = SessionService(store).create(GOAL, repo, "scripted", config)
+        return session.session_id
+    finally:
+        store.close()
+
+
+def _start_control_plane(repo: Path, label: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "TURNKEEPER_DIR": str(repo), "COLUMNS": "100"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "turnkeeper.cli.main", "run"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    console.print(f"[green]started[/] control plane {label}: pid {proc.pid}")
+
+    def relay() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            console.print(f"  [dim]{label} |[/] {line.rstrip()}", highlight=False)
+
+    threading.Thread(target=relay, daemon=True).start()
+    return proc
+
+
+def _wait_for_pause(repo: Path, name: str, proc: subprocess.Popen[str]) -> int:
+    """The pid of the agent paused at ``name`` (it wrote its pid into the pause file)."""
+    marker = repo / ".turnkeeper-pause" / name
+    deadline = time.monotonic() + PAUSE_TIMEOUT_SECONDS
+    with console.status(f"waiting for the agent to reach {name!r}", spinner="dots"):
+        while time.monotonic() < deadline:
+            text = marker.read_text() if marker.exists() else ""
+            if text.isdigit():
+                return int(text)
+            if proc.poll() is not None:
+                raise RuntimeError(f"the control plane exited early ({proc.returncode})")
+            time.sleep(0.05)
+    raise RuntimeError(f"the agent never reached {name!r}")
+
+
+def _marked_survivors(repo: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and process_tree.read_marker(int(entry.name)):
+            cwd = Path(f"/proc/{entry.name}/cwd")
+            try:
+                if cwd.resolve().is_relative_to(repo):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return sorted(pids)
+
+
+def _alive(pid: int) -> bool:
+    stat = process_tree.read_stat(pid)
+    return stat is not None and not stat.dead  # a zombie is dead, only not yet reaped
+
+
+def _run_scenario(repo: Path, session_id: str) -> None:
+    _step("1. the control plane drives the agent through the goal")
+    first = _start_control_plane(repo, "control plane #1")
+    agent_pid = _wait_for_pause(repo, HOST_KILL_POINT, first)
+    _step("2. SIGKILL the agent (host) mid-turn; the control plane stays up")
+    os.kill(agent_pid, signal.SIGKILL)
+    (repo / ".turnkeeper-pause" / HOST_KILL_POINT).unlink()
+    console.print(f"[red]SIGKILL[/] agent pid {agent_pid} while it was writing sub.py")
+    agent_pid = _wait_for_pause(repo, CONTROL_PLANE_KILL_POINT, first)
+    _step("3. SIGKILL the control plane mid-turn")
+    survivors = _marked_survivors(repo)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    console.print(
+        f"[red]SIGKILL[/] control plane pid {first.pid}; the agent (pid {agent_pid}) and its "
+        f"detached shell child keep running as orphans: pids {survivors}"
+    )
+    _step("4. restart: recover every in-flight turn, then carry on")
+    second = _start_control_plane(repo, "control plane #2")
+    second.wait(timeout=PAUSE_TIMEOUT_SECONDS)
+    time.sleep(0.2)  # let the relay thread print the last lines
+    left = [pid for pid in survivors if _alive(pid)]
+    console.print(f"orphans of the killed turn still alive: {left or 'none'}")
+
+
+def _show_outcome(repo: Path, session_id: str) -> bool:
+    project, _ = init_project(repo)
+    store = open_store(project.database_url)
+    try:
+        sessions = SessionService(store)
+        goals = GoalService(store)
+        _step("what was recovered, and how")
+        state = sessions.load(session_id)
+        render_session(state)  # includes the latest recovery report
+        _step("the goal's terminal audit")
+        goal = goals.load(GOAL)
+        console.print(f"goal {GOAL}: {goal.goal.status.value}")
+        render_audit(goals.audit(GOAL))
+        files = sorted(p.name for p in repo.glob("*.py"))
+        console.print(f"workspace files: {files}")
+        _step("verify: checksums, contiguous sequences, projections equal their folds")
+        report = store.verify(kernel_folder())
+        render_verify(report)
+        return goal.is_closed and report.ok
+    finally:
+        store.close()
 
 
 def demo(keep: bool = typer.Option(False, help="Keep the throwaway directory.")) -> None:
-    """Run the demonstration in a throwaway git repository (embedded SQLite)."""
+    """A goal worked by a scripted agent; the host and the control plane SIGKILLed mid-turn."""
     root = Path(tempfile.mkdtemp(prefix="turnkeeper-demo-"))
-    repo = _make_repo(root)
-    project, _ = init_project(repo)
-    console.print(Panel(f"throwaway repository: {repo}\nstore: {project.database_url}"))
-    store = open_store(project.database_url)
-    goals = GoalService(store)
-    gid = "goal-greeting"
-    check = "from greet import greet; assert greet('you') == 'Hello, you!'"
+    repo = make_repository(root)
+    ok = False
     try:
-        _step("a goal with acceptance criteria and two todos")
-        goals.create(
-            CreateGoal(
-                goal_id=gid,
-                title="Friendlier greeting",
-                criteria=[CriterionSpec(id="c1", text="greet() says 'Hello, NAME!'")],
+        session_id = _set_up(repo)
+        console.print(
+            Panel(
+                f"throwaway repository: {repo}\n"
+                f"store: {repo}/.turnkeeper/turnkeeper.db (SQLite, WAL)\n"
+                f"goal {GOAL!r}: 3 todos; session {session_id} with the scripted agent",
+                title="turnkeeper demo",
             )
         )
-        goals.submit(
-            gid,
-            AddTodo(
-                todo=TodoSpec(
-                    todo_id="t-edit", title="Change greet()", required_evidence=["greet-check"]
-                )
-            ),
-        )
-        goals.submit(
-            gid,
-            AddTodo(
-                todo=TodoSpec(todo_id="t-docs", title="Document greet()", depends_on=["t-edit"])
-            ),
-        )
-        lease = utc_now() + timedelta(minutes=15)
-        _refused(
-            goals,
-            gid,
-            ClaimTodo(todo_id="t-docs", owner=OWNER, lease_expires_at=lease),
-            "t-docs depends on t-edit",
-        )
-        epoch = goals.submit(gid, ClaimTodo(todo_id="t-edit", owner=OWNER, lease_expires_at=lease))
-        claim = epoch.state.todos["t-edit"].claim
-        fence = Fence(owner=OWNER, epoch=claim.epoch if claim else 0)
-        _refused(
-            goals,
-            gid,
-            ClaimTodo(todo_id="t-edit", owner="another-agent", lease_expires_at=lease),
-            "lease held by demo-agent",
-        )
-
-        _step("evidence is bound to command, revision and time")
-        _run_check(repo, goals, gid, "ev-1", check)
-        _refused(
-            goals,
-            gid,
-            CompleteTodo(todo_id="t-edit", fence=fence, evidence_ids=["ev-1"]),
-            "the evidence failed",
-        )
-        (repo / "greet.py").write_text("def greet(name):\n    return f'Hello, {name}!'\n")
-        _git(repo, "commit", "-q", "-am", "friendlier greeting")
-        _run_check(repo, goals, gid, "ev-2", check)
-        goals.submit(
-            gid,
-            CompleteTodo(
-                todo_id="t-edit",
-                fence=fence,
-                evidence_ids=["ev-2"],
-                current_revision=git_revision(repo),
-            ),
-        )
-        docs = goals.submit(gid, ClaimTodo(todo_id="t-docs", owner=OWNER, lease_expires_at=lease))
-        docs_claim = docs.state.todos["t-docs"].claim
-        goals.submit(
-            gid,
-            CompleteTodo(
-                todo_id="t-docs",
-                fence=Fence(owner=OWNER, epoch=docs_claim.epoch if docs_claim else 0),
-            ),
-        )
-
-        _step("all todos ticked is not enough")
-        render_audit(goals.audit(gid))
-        _refused(
-            goals,
-            gid,
-            CloseGoal(reason=NoFollowUpReason.ACCEPTANCE_MET, summary="done"),
-            "acceptance criterion not yet satisfied",
-        )
-        goals.submit(
-            gid,
-            SatisfyCriterion(
-                criterion_id="c1", evidence_ids=["ev-2"], current_revision=git_revision(repo)
-            ),
-        )
-        open_ids = [o.id for o in goals.load(gid).open_obligations()]
-        _refused(
-            goals,
-            gid,
-            Note(author=OWNER, text="re-assessed, continuing", discharges=open_ids),
-            "a note is not an observable delta",
-        )
-        goals.submit(
-            gid,
-            RecordNoFollowUp(
-                reason=NoFollowUpReason.ACCEPTANCE_MET,
-                summary="criterion met at HEAD",
-                discharges=open_ids,
-            ),
-        )
-        goals.submit(
-            gid,
-            CloseGoal(
-                reason=NoFollowUpReason.ACCEPTANCE_MET,
-                summary="greet() is friendlier; checked at HEAD",
-            ),
-        )
-
-        _step("the goal, its audit and its history")
-        records = goals.history(gid)
-        render_goal(goals.load(gid), goals.audit(gid), records[-8:])
-        _step("verify: every projection equals the fold of its events")
-        render_verify(store.verify(kernel_folder()))
+        _run_scenario(repo, session_id)
+        ok = _show_outcome(repo, session_id)
     finally:
-        store.close()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    console.print(f"[dim]directory: {root}{' (kept)' if keep else ' (removed)'}[/]")
+    verdict = "[bold green]goal completed through both crashes[/]" if ok else "[bold red]FAILED[/]"
+    console.print(Panel(f"{verdict}\n[dim]directory {root}{' kept' if keep else ' removed'}[/]"))
+    if not ok:
+        raise typer.Exit(1)

@@ -227,6 +227,10 @@ class Controller:
                     ),
                 )
                 self._progress(f"goal {session.goal_id}: terminal audit passed, closed")
+            # The session's work is done: close it so later runs leave it alone.
+            self.sessions.execute(
+                sid, SetStatus(lease=self.token(sid), action="close", reason="goal closed")
+            )
         self._progress(f"session {sid[:8]}: stopped ({plan.reason}: {plan.message})")
         return plan.reason
 
