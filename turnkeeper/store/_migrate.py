@@ -8,6 +8,7 @@ the write lock so two processes opening a fresh file do not both create it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,11 +57,21 @@ def _check(versions: Sequence[str]) -> str | None:
     return versions[0]
 
 
+# Alembic keeps its migration context in process-global state, so two threads
+# migrating two stores at once would run each other's scripts on the wrong
+# connection (seen as a segfault in sqlite3). One migration per process at a time.
+_ALEMBIC_LOCK = threading.Lock()
+
+
 def _upgrade(engine: Engine) -> None:
     from alembic import command
     from alembic.config import Config
 
-    with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
+    with (
+        _ALEMBIC_LOCK,
+        engine.connect().execution_options(**{WRITE_OPTION: True}) as conn,
+        conn.begin(),
+    ):
         # Re-read under the write lock: another process may have migrated meanwhile.
         if _current_in_tx(conn) == HEAD_REVISION:
             return
