@@ -6,7 +6,9 @@ disk (a temp dir under ``.cache/``), never tmpfs, in one process run:
 
 (a) a bare commit of one insert through plain ``sqlite3`` (WAL, synchronous=FULL);
 (b) one ``SqlEventStore.append`` (one event + the projection update), durable;
-    (a) and (b) alternate in rounds so machine noise hits both alike;
+(b2) one ``SqlEventStore.append_many`` over two streams (one event each), durable:
+    the shape of a turn's commit (goal stream + session stream);
+    (a), (b) and (b2) rotate in rounds so machine noise hits them alike;
 (c) appends per second with 1, 4 and 16 sessions (threads) in one process,
     sharing commits through group commit, and with 2 processes of one session each.
 """
@@ -32,7 +34,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from turnkeeper.store import NewEvent, SqlEventStore, open_store
+from turnkeeper.store import NewEvent, SqlEventStore, StreamAppend, open_store
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = json.dumps({"type": "host.item", "text": "x" * 160, "n": 0})
@@ -55,7 +57,10 @@ class Results:
     bare_commit_us: float = 0.0
     append_us: float = 0.0
     ratio: float = 0.0
+    append_many_us: float = 0.0
+    many_ratio: float = 0.0
     round_ratios: list[float] = field(default_factory=list)
+    many_round_ratios: list[float] = field(default_factory=list)
     thread_rates: dict[int, float] = field(default_factory=dict)
     thread_batch: dict[int, float] = field(default_factory=dict)
     process_rate: float = 0.0
@@ -116,27 +121,48 @@ def measure_latency(directory: Path, settings: Settings, say: Callable[[str], No
         nonlocal head
         head = store.append("bench-latency", "session", head, event, STATE, 1)
 
-    for warm in (bare_commit, append):  # first commits create pages and WAL
+    pair = [0, 0]
+
+    def append_many() -> None:
+        pair[:] = store.append_many(
+            [
+                StreamAppend(
+                    stream_id=f"bench-many-{i}",
+                    kind="session",
+                    expected_seq=pair[i],
+                    events=event,
+                    projection_state=STATE,
+                    projection_schema_version=1,
+                )
+                for i in (0, 1)
+            ]
+        )
+
+    ops = [bare_commit, append, append_many]
+    for warm in ops:  # first commits create pages and WAL
         _timed(warm, 50)
-    all_a: list[float] = []
-    all_b: list[float] = []
+    samples: dict[Callable[[], None], list[float]] = {op: [] for op in ops}
     for r in range(settings.rounds):
-        order = (bare_commit, append) if r % 2 == 0 else (append, bare_commit)
-        samples = {op: _timed(op, settings.ops_per_round) for op in order}
-        a, b = samples[bare_commit], samples[append]
-        all_a += a
-        all_b += b
-        ratio = statistics.median(b) / statistics.median(a)
-        res.round_ratios.append(ratio)
+        order = ops[r % 3 :] + ops[: r % 3]
+        if r % 2:
+            order.reverse()
+        now = {op: _timed(op, settings.ops_per_round) for op in order}
+        for op in ops:
+            samples[op] += now[op]
+        a, b, m = (statistics.median(now[op]) for op in ops)
+        res.round_ratios.append(b / a)
+        res.many_round_ratios.append(m / a)
         say(
-            f"  round {r + 1}/{settings.rounds}: bare {statistics.median(a):7.1f} us, "
-            f"append {statistics.median(b):7.1f} us, ratio {ratio:.2f}"
+            f"  round {r + 1}/{settings.rounds}: bare {a:6.1f} us, "
+            f"append {b:6.1f} ({b / a:.2f}), many {m:6.1f} ({m / a:.2f})"
         )
     store.close()
     bare.close()
-    res.bare_commit_us = statistics.median(all_a)
-    res.append_us = statistics.median(all_b)
+    res.bare_commit_us = statistics.median(samples[bare_commit])
+    res.append_us = statistics.median(samples[append])
     res.ratio = res.append_us / res.bare_commit_us
+    res.append_many_us = statistics.median(samples[append_many])
+    res.many_ratio = res.append_many_us / res.bare_commit_us
     return res
 
 
@@ -254,6 +280,18 @@ def render(res: Results, console: Console) -> None:
     )
     table.add_row(
         "    b/a, median of per-round ratios", "", f"{statistics.median(res.round_ratios):.2f}x", ""
+    )
+    table.add_row(
+        "(b2) SqlEventStore.append_many, 2 streams x 1 event",
+        f"{res.append_many_us:.1f} us",
+        f"{res.many_ratio:.2f}x",
+        "< 2 x (b)",
+    )
+    table.add_row(
+        "    b2/a, median of per-round ratios",
+        "",
+        f"{statistics.median(res.many_round_ratios):.2f}x",
+        "",
     )
     base = res.thread_rates.get(1, 0.0) or 1.0
     for n, rate in res.thread_rates.items():

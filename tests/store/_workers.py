@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from turnkeeper.errors import StreamConflict
-from turnkeeper.store import open_store
+from turnkeeper.store import IndexEntry, StreamAppend, open_store
 
 
 def race(path: str, stream_id: str, rounds: int, name: str, barrier: Any, out: Any) -> None:
@@ -52,5 +52,35 @@ def write_then_die(path: str, streams: int, per_stream: int, durable: bool = Tru
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def write_many_then_die(path: str, groups: int, durable: bool = True) -> None:
+    """``append_many`` over the streams ``ga`` and ``gb``, print each acknowledged group's
+    heads, then SIGKILL this process mid-flight (no close, no exit handlers)."""
+    from tests.store.toy import KIND, events_of, state_of
+
+    store = open_store(path)
+    for g in range(groups):
+        state = state_of(range(g + 1))
+        heads = store.append_many(
+            [
+                StreamAppend(
+                    stream_id=stream,
+                    kind=KIND,
+                    expected_seq=g,
+                    events=tuple(events_of([g])),
+                    projection_state=state,
+                    projection_schema_version=1,
+                    index=(IndexEntry(entity_id=f"{stream}-{g}", entity_kind="todo"),),
+                )
+                for stream in ("ga", "gb")
+            ],
+            durable=durable,
+        )
+        print(f"ack {g} {heads[0]} {heads[1]}", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 if __name__ == "__main__":
-    write_then_die(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:] != ["lazy"])
+    if sys.argv[1] == "many":
+        write_many_then_die(sys.argv[2], int(sys.argv[3]), sys.argv[4:] != ["lazy"])
+    else:
+        write_then_die(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:] != ["lazy"])

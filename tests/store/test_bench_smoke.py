@@ -28,7 +28,8 @@ def test_benchmark_quick_prints_the_table() -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "turnkeeper append benchmark" in out
-    for label in ("(a) bare", "(b) SqlEventStore.append", "16 session(s)", "2 processes"):
+    labels = ("(a) bare", "(b) SqlEventStore.append", "(b2) SqlEventStore.append_many")
+    for label in (*labels, "16 session(s)", "2 processes"):
         assert label in out
     assert "round 1/" in out  # progress was printed while it ran
 
@@ -37,4 +38,5 @@ def test_benchmark_json() -> None:
     proc = _run("--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert {"bare_commit_us", "append_us", "ratio", "thread_rates", "process_rate"} <= set(data)
+    keys = {"bare_commit_us", "append_us", "ratio", "append_many_us", "many_ratio"}
+    assert keys | {"thread_rates", "process_rate"} <= set(data)

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from tests.store import _workers
+from tests.store._batching import Gate, in_thread, wait_queued
 from tests.store.conftest import Backend
 from tests.store.toy import KIND, add, events_of, state_of
-from turnkeeper.errors import AlreadyExists, StreamConflict, TurnkeeperError
+from turnkeeper.errors import AlreadyExists, StreamConflict
 from turnkeeper.store import IndexEntry, SqlEventStore
 
 
@@ -56,66 +57,25 @@ def test_sixteen_threads_sixteen_streams(open_new: Callable[[], SqlEventStore]) 
         assert proj.state == state_of(range(per_thread))
 
 
-class _Gate:
-    """Holds the first commit open so the next appends queue up behind it."""
-
-    def __init__(self, store: SqlEventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        dialect = store.writer._dialect
-        real = dialect.begin_write
-        first = [True]
-
-        def begin(cursor: Any) -> None:
-            if first[0]:
-                first[0] = False
-                self.entered.set()
-                assert self.release.wait(30)
-            real(cursor)
-
-        monkeypatch.setattr(dialect, "begin_write", begin)
-
-
-def _in_thread(fn: Callable[[], int], out: dict[str, Any], key: str) -> threading.Thread:
-    def run() -> None:
-        try:
-            out[key] = fn()
-        except TurnkeeperError as exc:
-            out[key] = exc
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t
-
-
-def _wait_queued(store: SqlEventStore, n: int) -> None:
-    for _ in range(3000):
-        with store.writer._lock:
-            if len(store.writer._queue) >= n:
-                return
-        threading.Event().wait(0.001)
-    raise AssertionError("requests did not queue")
-
-
 def test_queued_appends_share_one_commit_and_fail_alone(
     store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     add(store, "owner", [1], index=[IndexEntry(entity_id="taken", entity_kind="todo")])
     add(store, "shared", [1])
-    gate = _Gate(store, monkeypatch)
+    gate = Gate(store, monkeypatch)
     commits_before = store.writer.commits
     out: dict[str, Any] = {}
-    threads = [_in_thread(lambda: add(store, "leader", [1], expected=0), out, "leader")]
+    threads = [in_thread(lambda: add(store, "leader", [1], expected=0), out, "leader")]
     assert gate.entered.wait(30)
     # These queue behind the held commit and must not be acknowledged before theirs.
     for i in range(5):
         follower = functools.partial(add, store, f"f{i}", [i], expected=0)
-        threads.append(_in_thread(follower, out, f"f{i}"))
-    threads.append(_in_thread(lambda: add(store, "shared", [2], expected=1), out, "win"))
-    _wait_queued(store, 6)
-    threads.append(_in_thread(lambda: add(store, "shared", [3], expected=1), out, "lose"))
+        threads.append(in_thread(follower, out, f"f{i}"))
+    threads.append(in_thread(lambda: add(store, "shared", [2], expected=1), out, "win"))
+    wait_queued(store, 6)
+    threads.append(in_thread(lambda: add(store, "shared", [3], expected=1), out, "lose"))
     threads.append(
-        _in_thread(
+        in_thread(
             lambda: add(
                 store,
                 "thief",
@@ -127,7 +87,7 @@ def test_queued_appends_share_one_commit_and_fail_alone(
             "thief",
         )
     )
-    _wait_queued(store, 8)
+    wait_queued(store, 8)
     assert out == {}  # nobody acknowledged while the first commit is held
     gate.release.set()
     for t in threads:
@@ -142,6 +102,38 @@ def test_queued_appends_share_one_commit_and_fail_alone(
     assert store.head("shared") == 2
     assert store.head("thief") == 0
     assert [store.head(f"f{i}") for i in range(5)] == [1] * 5
+
+
+def test_same_head_twice_in_one_batch_is_a_conflict(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two appends at one head share a fast-path commit: the second is a plain conflict.
+
+    The fast path writes every projection before any event, so the loser's
+    diagnosis must not mistake the winner's not-yet-inserted events for a stale
+    projection (``projection_stale`` would tell the caller to run repair).
+    """
+    add(store, "shared", [1])
+    gate = Gate(store, monkeypatch)
+    out: dict[str, Any] = {}
+    threads = [in_thread(lambda: add(store, "lead", [1], expected=0), out, "lead")]
+    assert gate.entered.wait(30)
+    threads.append(in_thread(lambda: add(store, "shared", [2], expected=1), out, "win"))
+    wait_queued(store, 1)
+    threads.append(in_thread(lambda: add(store, "shared", [3], expected=1), out, "lose"))
+    wait_queued(store, 2)
+    threads.append(in_thread(lambda: add(store, "fresh", [1], expected=0), out, "fresh"))
+    wait_queued(store, 3)
+    threads.append(in_thread(lambda: add(store, "fresh", [2], expected=0), out, "fresh2"))
+    wait_queued(store, 4)
+    gate.release.set()
+    for t in threads:
+        t.join(30)
+    assert (out["lead"], out["win"], out["fresh"]) == (1, 2, 1)
+    for loser, actual in (("lose", 2), ("fresh2", 1)):
+        assert isinstance(out[loser], StreamConflict), out[loser]
+        assert out[loser].details["actual_seq"] == actual
+    assert store.head("shared") == 2
 
 
 def test_two_processes_race_for_the_same_head(backend: Backend) -> None:

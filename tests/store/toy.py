@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from turnkeeper.errors import DataLoss, FailedPrecondition
-from turnkeeper.store import EventRecord, IndexEntry, NewEvent, SqlEventStore
+from turnkeeper.store import EventRecord, IndexEntry, NewEvent, SqlEventStore, StreamAppend
 
 KIND = "counter"
 
@@ -72,4 +72,29 @@ def add(
     old = [int(json.loads(e.payload)["n"]) for e in store.read_stream(stream_id)][:head]
     return store.append(
         stream_id, KIND, head, events_of(values), state_of(old + list(values)), 1, index
+    )
+
+
+def values_of(store: SqlEventStore, stream_id: str) -> list[int]:
+    return [int(json.loads(e.payload)["n"]) for e in store.read_stream(stream_id)]
+
+
+def part(
+    stream_id: str,
+    old: Sequence[int],
+    values: Sequence[int],
+    *,
+    expected: int | None = None,
+    index: Sequence[IndexEntry] = (),
+    kind: str = KIND,
+) -> StreamAppend:
+    """One counter stream's part of an ``append_many``: ``values`` after the stream's ``old``."""
+    return StreamAppend(
+        stream_id=stream_id,
+        kind=kind,
+        expected_seq=len(old) if expected is None else expected,
+        events=tuple(events_of(values)),
+        projection_state=state_of([*old, *values]),
+        projection_schema_version=1,
+        index=tuple(index),
     )

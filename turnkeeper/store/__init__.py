@@ -10,6 +10,7 @@ from turnkeeper.store.records import (
     Projection,
     ProjectionFolder,
     RepairReport,
+    StreamAppend,
     VerifyReport,
 )
 from turnkeeper.store.sql import SqlEventStore, open_store
@@ -25,6 +26,7 @@ __all__ = [
     "ProjectionFolder",
     "RepairReport",
     "SqlEventStore",
+    "StreamAppend",
     "VerifyReport",
     "open_store",
 ]

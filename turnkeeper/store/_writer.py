@@ -2,14 +2,17 @@
 
 SQLAlchemy's per-statement cost is a visible fraction of a ~150 us fsync'd
 commit, so appends run on one long-lived DBAPI connection with pre-built SQL:
-per request, one conditional projection write (its rowcount is the head
+per stream, one conditional projection write (its rowcount is the head
 check, no separate SELECT) and one insert per event; then one COMMIT.
 
-Group commit: callers enqueue a request. A caller that finds no commit in
-progress becomes the leader, takes every queued request, runs them in one
-transaction, commits -- one fsync -- and wakes the others. A request that
-fails its head check has written nothing and fails alone; one that fails
-later (index collision) makes the leader roll back and redo the batch with a
+Group commit: callers enqueue a request -- one stream's append, or an
+``append_many`` group of parts on several streams that commit all or nothing.
+A caller that finds no commit in progress becomes the leader, takes every
+queued request, runs them in one transaction, commits -- one fsync -- and wakes
+the others. A request that fails its head check has written nothing and fails
+alone (a group wraps its parts' head checks in a SAVEPOINT, so a later part's
+failure undoes the earlier parts' projection writes); one that fails later
+(index collision) makes the leader roll back and redo the batch with a
 SAVEPOINT per request, so again only that request fails. A lone caller
 therefore commits inline with no thread hand-off, and nobody is acknowledged
 before the COMMIT that carries its rows has returned.
@@ -58,8 +61,8 @@ _SELECT_EVENTS_HEAD = "SELECT MAX(seq) FROM events WHERE stream_id = ?"
 
 
 @dataclass(slots=True, eq=False)
-class AppendRequest:
-    """One append, fully prepared (checksums computed) before it is queued."""
+class StreamWrite:
+    """One stream's append, fully prepared (checksums computed) before it is queued."""
 
     stream_id: str
     kind: str
@@ -68,6 +71,13 @@ class AppendRequest:
     projection: tuple[Any, ...]  # (schema_version, state, checksum, created_at)
     events: list[tuple[Any, ...]]  # rows for _INSERT_EVENT
     index: list[tuple[str, str, str]]  # rows for _INSERT_INDEX
+
+
+@dataclass(slots=True, eq=False)
+class AppendRequest:
+    """What one caller waits for: its parts commit together, in one commit, or not at all."""
+
+    parts: list[StreamWrite]
     durable: bool = True
     error: BaseException | None = None
     done: bool = False
@@ -109,11 +119,14 @@ class GroupCommitWriter:
         self._leading = False
         self._closed = False
         self._durable = True  # what the connection's commits currently wait for
+        # The fast path writes every projection before any event: the heads it
+        # wrote so far in this batch, which the events table does not show yet.
+        self._pending: dict[str, int] = {}
         self.commits = 0  # statistics for benchmarks and tests
         self.committed_requests = 0
 
-    def submit(self, req: AppendRequest) -> int:
-        """Run ``req`` durably; return the new head or raise its typed error."""
+    def submit(self, req: AppendRequest) -> None:
+        """Run ``req`` durably: return once its commit returned, or raise its typed error."""
         with self._lock:
             if self._closed:
                 raise FailedPrecondition("the store is closed", reason="store_closed")
@@ -133,7 +146,6 @@ class GroupCommitWriter:
             self._lead(req)
         if req.error is not None:
             raise req.error
-        return req.new_head
 
     def _lead(self, own: AppendRequest) -> None:
         with self._lock:
@@ -196,21 +208,31 @@ class GroupCommitWriter:
                 raise  # KeyboardInterrupt & co: waiters got an error, now propagate
 
     def _fast_path(self, batch: list[AppendRequest]) -> bool:
-        """No savepoints, one insert batch for every event: the common case.
+        """No per-request savepoints, one insert batch for every event: the common case.
 
         A request that fails its head check has written nothing (a conditional
-        write that matched no row), so it can fail alone. Anything that fails
-        later -- an index collision, an event key collision -- returns False and
-        the caller redoes the batch on the safe path.
+        write that matched no row, or a group's savepoint rolled back), so it can
+        fail alone. Anything that fails later -- an index collision, an event key
+        collision -- returns False and the caller redoes the batch on the safe path.
         """
         cur = self._cur
         rows: list[tuple[Any, ...]] = []
         index: list[tuple[str, str, str]] = []
-        for req in batch:
-            req.error = self._write_projection(req)
-            if req.error is None:
-                rows += req.events
-                index += req.index
+        pending = self._pending
+        try:
+            for req in batch:
+                parts = req.parts
+                if len(parts) == 1:
+                    req.error = self._write_projection(parts[0])
+                else:
+                    req.error = self._write_group_projections(parts)
+                if req.error is None:
+                    for part in parts:
+                        pending[part.stream_id] = part.new_head
+                        rows += part.events
+                        index += part.index
+        finally:
+            pending.clear()
         if not rows:
             return True
         try:
@@ -225,40 +247,59 @@ class GroupCommitWriter:
             return bool(cur.rowcount == len(index))
         return True
 
+    def _write_group_projections(self, parts: list[StreamWrite]) -> TurnkeeperError | None:
+        """Every part's head check and projection write, all or nothing."""
+        cur = self._cur
+        cur.execute("SAVEPOINT tk_group")
+        for i, part in enumerate(parts):
+            error = self._write_projection(part)
+            if error is not None:
+                if i:  # earlier parts wrote their projections: undo them
+                    cur.execute("ROLLBACK TO SAVEPOINT tk_group")
+                cur.execute("RELEASE SAVEPOINT tk_group")
+                error.details["part"] = i
+                return error
+        cur.execute("RELEASE SAVEPOINT tk_group")
+        return None
+
     def _safe_path(self, batch: list[AppendRequest]) -> None:
         cur = self._cur
         for req in batch:
             cur.execute("SAVEPOINT tk_append")
-            try:
-                self._apply(req)
-            except _RequestFailedError as failed:
-                req.error = failed.error
-                cur.execute("ROLLBACK TO SAVEPOINT tk_append")
+            for i, part in enumerate(req.parts):
+                try:
+                    self._apply(part)
+                except _RequestFailedError as failed:
+                    req.error = failed.error
+                    if len(req.parts) > 1:
+                        req.error.details["part"] = i
+                    cur.execute("ROLLBACK TO SAVEPOINT tk_append")
+                    break
             cur.execute("RELEASE SAVEPOINT tk_append")
 
-    def _write_projection(self, req: AppendRequest) -> TurnkeeperError | None:
+    def _write_projection(self, part: StreamWrite) -> TurnkeeperError | None:
         """The head check and projection write in one statement; on failure nothing is written."""
         cur = self._cur
-        sv, state, checksum, created_at = req.projection
-        if req.expected_seq == 0:
+        sv, state, checksum, created_at = part.projection
+        if part.expected_seq == 0:
             cur.execute(
                 self._sql["insert"],
-                (req.stream_id, req.kind, req.new_head, sv, state, checksum, created_at),
+                (part.stream_id, part.kind, part.new_head, sv, state, checksum, created_at),
             )
         else:
             cur.execute(
                 self._sql["update"],
-                (req.new_head, sv, state, checksum, req.stream_id, req.expected_seq, req.kind),
+                (part.new_head, sv, state, checksum, part.stream_id, part.expected_seq, part.kind),
             )
-        return None if cur.rowcount == 1 else self._conflict(req)
+        return None if cur.rowcount == 1 else self._conflict(part)
 
-    def _apply(self, req: AppendRequest) -> None:
+    def _apply(self, part: StreamWrite) -> None:
         cur = self._cur
-        error = self._write_projection(req)
+        error = self._write_projection(part)
         if error is not None:
             raise _RequestFailedError(error)
         try:
-            cur.executemany(self._sql["event"], req.events)
+            cur.executemany(self._sql["event"], part.events)
         except Exception as exc:
             if not self._dialect.is_integrity_error(exc):
                 raise
@@ -266,22 +307,22 @@ class GroupCommitWriter:
             # the projection is stale (only corruption does that). Refuse to fork.
             raise _RequestFailedError(
                 FailedPrecondition(
-                    f"stream {req.stream_id!r}: projection head {req.expected_seq} is behind "
+                    f"stream {part.stream_id!r}: projection head {part.expected_seq} is behind "
                     "its events; run repair",
                     reason="projection_stale",
-                    details={"stream_id": req.stream_id, "seq": req.expected_seq + 1},
+                    details={"stream_id": part.stream_id, "seq": part.expected_seq + 1},
                 )
             ) from exc
-        if req.index:
-            cur.executemany(self._sql["index"], req.index)
-            if cur.rowcount != len(req.index):
-                self._check_index(req)
+        if part.index:
+            cur.executemany(self._sql["index"], part.index)
+            if cur.rowcount != len(part.index):
+                self._check_index(part)
 
-    def _check_index(self, req: AppendRequest) -> None:
-        for entity_id, _stream, entity_kind in req.index:
+    def _check_index(self, part: StreamWrite) -> None:
+        for entity_id, _stream, entity_kind in part.index:
             self._cur.execute(self._sql["select_index"], (entity_id,))
             owner = self._cur.fetchone()
-            if owner is not None and (owner[0], owner[1]) != (req.stream_id, entity_kind):
+            if owner is not None and (owner[0], owner[1]) != (part.stream_id, entity_kind):
                 raise _RequestFailedError(
                     AlreadyExists(
                         f"entity {entity_id!r} already belongs to stream {owner[0]!r} "
@@ -291,36 +332,38 @@ class GroupCommitWriter:
                             "entity_id": entity_id,
                             "stream_id": owner[0],
                             "entity_kind": owner[1],
-                            "requested_stream_id": req.stream_id,
+                            "requested_stream_id": part.stream_id,
                         },
                     )
                 )
 
-    def _conflict(self, req: AppendRequest) -> TurnkeeperError:
+    def _conflict(self, part: StreamWrite) -> TurnkeeperError:
         """Why the conditional projection write matched no row (the failure path only)."""
         cur = self._cur
-        cur.execute(self._sql["proj_head"], (req.stream_id,))
+        cur.execute(self._sql["proj_head"], (part.stream_id,))
         row = cur.fetchone()
-        details: dict[str, Any] = {"stream_id": req.stream_id, "expected_seq": req.expected_seq}
-        if row is not None and int(row[0]) == req.expected_seq and row[1] != req.kind:
+        details: dict[str, Any] = {"stream_id": part.stream_id, "expected_seq": part.expected_seq}
+        if row is not None and int(row[0]) == part.expected_seq and row[1] != part.kind:
             return InvalidArgument(
-                f"stream {req.stream_id!r} is a {row[1]!r} stream, not {req.kind!r}",
+                f"stream {part.stream_id!r} is a {row[1]!r} stream, not {part.kind!r}",
                 reason="stream_kind_mismatch",
-                details={**details, "kind": row[1], "requested_kind": req.kind},
+                details={**details, "kind": row[1], "requested_kind": part.kind},
             )
-        cur.execute(self._sql["events_head"], (req.stream_id,))
-        found = cur.fetchone()
-        head = int(found[0]) if found and found[0] is not None else 0
+        head = self._pending.get(part.stream_id)
+        if head is None:
+            cur.execute(self._sql["events_head"], (part.stream_id,))
+            found = cur.fetchone()
+            head = int(found[0]) if found and found[0] is not None else 0
         if row is not None and int(row[0]) != head:
             # Only damage or tampering separates the two; appending would fork the stream.
             return FailedPrecondition(
-                f"stream {req.stream_id!r}: projection head {row[0]} but events run to {head}; "
+                f"stream {part.stream_id!r}: projection head {row[0]} but events run to {head}; "
                 "run repair",
                 reason="projection_stale",
                 details={**details, "seq": head, "projection_head_seq": int(row[0])},
             )
         return StreamConflict(
-            f"stream {req.stream_id!r}: expected head {req.expected_seq}, actual {head}",
+            f"stream {part.stream_id!r}: expected head {part.expected_seq}, actual {head}",
             reason="stream_conflict",
             details={**details, "actual_seq": head},
         )
@@ -328,13 +371,15 @@ class GroupCommitWriter:
     def _typed(self, exc: BaseException, req: AppendRequest) -> BaseException:
         if isinstance(exc, TurnkeeperError):
             return exc
-        typed = self._dialect.translate(exc, stream_id=req.stream_id, seq=req.expected_seq + 1)
+        first = req.parts[0]
+        typed = self._dialect.translate(exc, stream_id=first.stream_id, seq=first.expected_seq + 1)
         if typed is not None:
             typed.__cause__ = exc
             return typed
         if isinstance(exc, UnicodeEncodeError):
             return InvalidArgument(f"text is not encodable as UTF-8: {exc}", reason="bad_text")
-        err = TurnkeeperError(f"append to {req.stream_id!r} failed: {exc!r}", reason="internal")
+        streams = ", ".join(repr(p.stream_id) for p in req.parts)
+        err = TurnkeeperError(f"append to {streams} failed: {exc!r}", reason="internal")
         err.__cause__ = exc
         return err
 

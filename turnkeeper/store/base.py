@@ -12,6 +12,7 @@ from turnkeeper.store.records import (
     Projection,
     ProjectionFolder,
     RepairReport,
+    StreamAppend,
     VerifyReport,
 )
 
@@ -27,6 +28,8 @@ class EventStore(ABC):
     * Sequence numbers of a stream are 1, 2, 3, ... with no gaps.
     * ``append`` with ``expected_seq`` other than the current head raises
       :class:`turnkeeper.errors.StreamConflict` and writes nothing.
+    * ``append_many`` is atomic across its streams: every part commits in the
+      same commit, or nothing of the call is written.
     * Every read checks checksums; a bad record raises
       :class:`turnkeeper.errors.DataLoss` naming stream and sequence.
     """
@@ -50,6 +53,20 @@ class EventStore(ABC):
         survives a crash of this process, not of the machine). It is for records
         whose loss the recovery table covers, such as a host's event stream; a
         later durable commit makes every earlier one durable too.
+        """
+
+    @abstractmethod
+    def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
+        """Append to several streams at once, all or nothing; return each stream's new head.
+
+        Each part is checked like an ``append`` (head, stream kind, index
+        ownership). When any part fails, nothing of the whole call is written and
+        that part's typed error is raised (``StreamConflict``, ``AlreadyExists``,
+        ...) with ``details["stream_id"]`` naming its stream (for an index
+        collision, the owning stream; ``requested_stream_id`` is the part's) and,
+        when the call has several parts, ``details["part"]`` its position. Two
+        parts naming the same stream, or no parts, raise ``InvalidArgument``.
+        ``durable`` is as for ``append``; ``append`` is the one-part case.
         """
 
     @abstractmethod

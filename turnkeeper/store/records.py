@@ -63,6 +63,20 @@ class IndexEntry(BaseModel):
     entity_kind: str
 
 
+class StreamAppend(BaseModel):
+    """One stream's part of an :meth:`EventStore.append_many`: the arguments of ``append``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stream_id: str
+    kind: str
+    expected_seq: int
+    events: tuple[NewEvent, ...]
+    projection_state: str
+    projection_schema_version: int
+    index: tuple[IndexEntry, ...] = ()
+
+
 class MismatchKind(StrEnum):
     """How ``verify`` classifies a disagreement (seed 001, projection gap)."""
 

@@ -21,7 +21,7 @@ from turnkeeper.store._dialect import DEFAULT_BUSY_TIMEOUT_S, Dialect, dialect_f
 from turnkeeper.store._migrate import ensure_schema
 from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import check_contiguous, event_from_row, projection_from_row
-from turnkeeper.store._writer import AppendRequest, GroupCommitWriter
+from turnkeeper.store._writer import AppendRequest, GroupCommitWriter, StreamWrite
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import (
     EventRecord,
@@ -30,6 +30,7 @@ from turnkeeper.store.records import (
     Projection,
     ProjectionFolder,
     RepairReport,
+    StreamAppend,
     VerifyReport,
 )
 
@@ -78,52 +79,49 @@ class SqlEventStore(EventStore):
         *,
         durable: bool = True,
     ) -> int:
-        if not stream_id or not kind:
-            raise InvalidArgument("stream_id and kind must be non-empty", reason="empty_id")
-        if expected_seq < 0:
-            raise InvalidArgument(f"expected_seq {expected_seq} < 0", reason="bad_expected_seq")
-        if not events:
-            # A projection change without events would break "projection = fold(events)".
-            raise InvalidArgument("an append needs at least one event", reason="no_events")
-        recorded_at = time.time_ns() // 1000
-        rows: list[tuple[Any, ...]] = []
-        seq = expected_seq
-        try:
-            for ev in events:
-                seq += 1
-                checksum = event_checksum(
-                    stream_id,
-                    seq,
-                    ev.type,
-                    ev.schema_version,
-                    recorded_at,
-                    ev.payload,
-                    strict=True,
-                )
-                rows.append(
-                    (stream_id, seq, ev.type, ev.schema_version, ev.payload, recorded_at, checksum)
-                )
-            proj_checksum = projection_checksum(
-                stream_id, kind, seq, projection_schema_version, projection_state, strict=True
-            )
-        except UnicodeEncodeError as exc:
-            raise InvalidArgument(
-                f"text for stream {stream_id!r} is not valid UTF-8: {exc.reason}",
-                reason="bad_text",
-                details={"stream_id": stream_id},
-            ) from exc
-        request = AppendRequest(
-            durable=durable,
-            stream_id=stream_id,
-            kind=kind,
-            expected_seq=expected_seq,
-            new_head=seq,
-            projection=(projection_schema_version, projection_state, proj_checksum, recorded_at),
-            events=rows,
-            index=[(e.entity_id, stream_id, e.entity_kind) for e in index],
+        part = _prepare(
+            stream_id,
+            kind,
+            expected_seq,
+            events,
+            projection_state,
+            projection_schema_version,
+            index,
+            time.time_ns() // 1000,
         )
         self._check_open()
-        return self._writer.submit(request)
+        self._writer.submit(AppendRequest([part], durable))
+        return part.new_head
+
+    def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
+        if not appends:
+            raise InvalidArgument("append_many needs at least one part", reason="no_appends")
+        recorded_at = time.time_ns() // 1000
+        parts: list[StreamWrite] = []
+        seen: set[str] = set()
+        for i, a in enumerate(appends):
+            if a.stream_id in seen:
+                raise InvalidArgument(
+                    f"stream {a.stream_id!r} appears twice in one append_many",
+                    reason="duplicate_stream",
+                    details={"stream_id": a.stream_id, "part": i},
+                )
+            seen.add(a.stream_id)
+            parts.append(
+                _prepare(
+                    a.stream_id,
+                    a.kind,
+                    a.expected_seq,
+                    a.events,
+                    a.projection_state,
+                    a.projection_schema_version,
+                    a.index,
+                    recorded_at,
+                )
+            )
+        self._check_open()
+        self._writer.submit(AppendRequest(parts, durable))
+        return [part.new_head for part in parts]
 
     # -- reads -------------------------------------------------------------------------
 
@@ -196,6 +194,63 @@ class SqlEventStore(EventStore):
     def _check_open(self) -> None:
         if self._closed:
             raise FailedPrecondition("the store is closed", reason="store_closed")
+
+
+def _prepare(
+    stream_id: str,
+    kind: str,
+    expected_seq: int,
+    events: Sequence[NewEvent],
+    projection_state: str,
+    projection_schema_version: int,
+    index: Sequence[IndexEntry],
+    recorded_at: int,
+) -> StreamWrite:
+    """Validate one stream's append and build its rows and checksums (outside the lock)."""
+    if not stream_id or not kind:
+        raise InvalidArgument("stream_id and kind must be non-empty", reason="empty_id")
+    if expected_seq < 0:
+        raise InvalidArgument(
+            f"expected_seq {expected_seq} < 0",
+            reason="bad_expected_seq",
+            details={"stream_id": stream_id},
+        )
+    if not events:
+        # A projection change without events would break "projection = fold(events)".
+        raise InvalidArgument(
+            "an append needs at least one event",
+            reason="no_events",
+            details={"stream_id": stream_id},
+        )
+    rows: list[tuple[Any, ...]] = []
+    seq = expected_seq
+    try:
+        for ev in events:
+            seq += 1
+            checksum = event_checksum(
+                stream_id, seq, ev.type, ev.schema_version, recorded_at, ev.payload, strict=True
+            )
+            rows.append(
+                (stream_id, seq, ev.type, ev.schema_version, ev.payload, recorded_at, checksum)
+            )
+        proj_checksum = projection_checksum(
+            stream_id, kind, seq, projection_schema_version, projection_state, strict=True
+        )
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            f"text for stream {stream_id!r} is not valid UTF-8: {exc.reason}",
+            reason="bad_text",
+            details={"stream_id": stream_id},
+        ) from exc
+    return StreamWrite(
+        stream_id=stream_id,
+        kind=kind,
+        expected_seq=expected_seq,
+        new_head=seq,
+        projection=(projection_schema_version, projection_state, proj_checksum, recorded_at),
+        events=rows,
+        index=[(e.entity_id, stream_id, e.entity_kind) for e in index],
+    )
 
 
 def open_store(
