@@ -7,7 +7,7 @@ import typing
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 import turnkeeper.kernel.session as session_pkg
 from tests.kernel_session.helpers import (
@@ -16,13 +16,13 @@ from tests.kernel_session.helpers import (
     accept,
     at,
     complete_turn,
+    envelope,
     fail_turn,
     new_session,
     proc,
     record,
     snapshot,
     start_host,
-    success,
 )
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.session import (
@@ -30,11 +30,16 @@ from turnkeeper.kernel.session import (
     SESSION_EVENT_ADAPTER,
     AcquireLease,
     CompleteTurn,
+    EffectReadback,
     HostEvent,
     LossProof,
     ProbedFacts,
     ProcessProbe,
     ProposalDecision,
+    ReceiptSuccess,
+    RecordEffectIntended,
+    RecordEffectRejected,
+    RecordEffectResolved,
     RecordEffects,
     RecordHostEvents,
     RecordReceipt,
@@ -52,6 +57,7 @@ from turnkeeper.kernel.session import (
     SessionState,
     SetStatus,
     TurnAccepted,
+    derive_effect_key,
     event_from_json,
     event_to_json,
     evolve_session,
@@ -89,10 +95,34 @@ def every_kind_of_event() -> Harness:
             lease=h.token, turn_id="t0", events=(HostEvent(seq=1, kind="x", data={"k": [1, None]}),)
         )
     )
-    h.run(RecordReceipt(lease=h.token, turn_id="t0", receipt=success()))
+    effects: list[JsonValue] = [{"provider": "http", "request": {"body": {"n": 1}}}, "bad"]
+    receipt = ReceiptSuccess(result={"summary": "done", "effects": effects})
+    h.run(RecordReceipt(lease=h.token, turn_id="t0", receipt=receipt))
     h.run(
         RecordWriteBack(lease=h.token, turn_id="t0", accepted=(ProposalDecision(proposal_id="p"),))
     )
+    key = derive_effect_key(envelope(h, "t0").idempotency_key, 0)
+    h.run(
+        RecordEffectIntended(
+            lease=h.token,
+            turn_id="t0",
+            effect_id="e0",
+            idempotency_key=key,
+            provider="http",
+            request={"body": {"n": 1}},
+        )
+    )
+    h.run(
+        RecordEffectResolved(
+            lease=h.token,
+            turn_id="t0",
+            effect_id="e0",
+            outcome="applied",
+            readback=EffectReadback(status="applied", value={"n": 1, "ok": [True, None]}),
+            apply_called=True,
+        )
+    )
+    h.run(RecordEffectRejected(lease=h.token, turn_id="t0", effect_id="e1", reason="malformed"))
     h.run(RecordEffects(lease=h.token, turn_id="t0"))
     h.run(CompleteTurn(lease=h.token, turn_id="t0", snapshot=snapshot()))
     fail_turn(h, "t1")
@@ -195,6 +225,7 @@ FORBIDDEN = (
     "turnkeeper.store",
     "turnkeeper.runtime",
     "turnkeeper.hosts",
+    "turnkeeper.effects",
     "turnkeeper.cli",
     "turnkeeper.runner",
 )

@@ -138,17 +138,19 @@ def test_effects_step_is_optional() -> None:
     assert h.s.counters.turns_completed == 1
 
 
-def test_effects_with_refs_are_not_supported_yet() -> None:
+def test_effects_summary_must_match_the_ledger() -> None:
+    """Effect outcomes come from intent and readback (test_effects.py), never from a
+    summary: refs the kernel did not record are refused."""
     h = new_session()
     accept(h, "t1")
     start_host(h, "t1")
     h.run(RecordReceipt(lease=h.token, turn_id="t1", receipt=success()))
     h.run(RecordWriteBack(lease=h.token, turn_id="t1"))
-    ref = EffectRef(effect_id="e1", idempotency_key="k", outcome="applied")
+    ref = EffectRef(effect_id="e1", idempotency_key="k", provider="http", outcome="applied")
     h.rejects(
         RecordEffects(lease=h.token, turn_id="t1", effects=(ref,)),
         InvalidArgument,
-        "effects_not_supported",
+        "effects_mismatch",
     )
 
 

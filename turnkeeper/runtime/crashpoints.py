@@ -23,7 +23,10 @@ TURN_POINTS = (
     "host.events",  # a batch of host events journaled (mid-turn)
     "receipt",  # receipt durable; not written back
     "writeback.goal",  # goal-side write-back applied; session not told
-    "written_back",  # write-back recorded; turn not completed
+    "written_back",  # write-back recorded; effects not started
+    "effect.intended",  # an effect's intent durable; provider not called
+    "effect.applied",  # provider's apply returned; outcome not recorded
+    "effect.resolved",  # an effect's outcome durable (each effect hits the three)
     "completed",  # turn completed with its snapshot
 )
 RECOVERY_POINTS = (

@@ -5,7 +5,7 @@
 3. host events, journaled in batches by host sequence number (cheap commits)
 4. receipt (fsync'd): success with the result, or failure with a host recovery record
 5. write-back through the goal kernel, then ``turn.written_back``
-6. (effects: a later issue)
+6. effects the result requested: intent, readback, apply, outcome (runtime/effects.py)
 7. ``turn.completed`` with the snapshot reference
 
 A crash point sits after each step, so tests can SIGKILL the real process there.
@@ -21,13 +21,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from turnkeeper.effects import ProviderLoader, load_provider, split_host_config
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.hosts import (
     Host,
+    HostErrorKind,
     HostEvent,
     HostOutcome,
     HostRun,
     HostSpawnFailed,
+    HostStatus,
     TurnRequest,
     load_host,
 )
@@ -47,6 +50,7 @@ from turnkeeper.kernel.session import (
     RenewLease,
     SessionState,
     TurnEnvelope,
+    plan_effects,
 )
 from turnkeeper.kernel.session import HostEvent as JournaledEvent
 from turnkeeper.kernel.session import ProcessIdentity as JournaledProcess
@@ -57,6 +61,7 @@ from turnkeeper.kernel.session.records import (
     SnapshotRef,
 )
 from turnkeeper.runtime.crashpoints import crash_point
+from turnkeeper.runtime.effects import EffectRunner, EffectsSummary
 from turnkeeper.runtime.goals import GoalService, goal_stream
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.workspace import git_revision
@@ -77,6 +82,8 @@ class DriverConfig:
     host_timeout_seconds: int = 3600
     # How a host kind becomes a Host: entry points by default; tests may inject.
     host_loader: HostLoader = load_host
+    # How an effect provider kind becomes a provider (entry points by default).
+    provider_loader: ProviderLoader = load_provider
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,14 @@ class TurnResult:
 def to_journaled(identity: HostProcess) -> JournaledProcess:
     return JournaledProcess(
         pid=identity.pid, start_fingerprint=identity.fingerprint, marker=identity.marker
+    )
+
+
+def _spawn_failure(error: TurnkeeperError) -> HostOutcome:
+    return HostOutcome(
+        status=HostStatus.FAILED,
+        error_kind=HostErrorKind.SPAWN,
+        message=f"host not started: {error.code.value} ({error.reason}): {error.message}",
     )
 
 
@@ -108,6 +123,7 @@ class TurnDriver:
         self._goals = goals
         self._token = token  # the lease this controller holds on a session
         self._config = config or DriverConfig()
+        self._effects = EffectRunner(sessions, goals, token, self._config.provider_loader)
 
     # --- one turn -------------------------------------------------------------------
 
@@ -126,10 +142,18 @@ class TurnDriver:
         crash_point("turn.accepted")
         request = self._request(session, envelope, todo_title)
         try:
-            host = self._config.host_loader(session.host_kind, dict(session.host_config))
+            # The "effects" section is turnkeeper's (runtime/effects.py), not the host's.
+            host_config = split_host_config(session.host_config)
+            host = self._config.host_loader(session.host_kind, host_config)
             run = host.start(request)
         except HostSpawnFailed as failed:
             return self._finish(session, envelope, failed.outcome)
+        except TurnkeeperError as error:
+            # The host cannot be loaded or rejects its config (an unknown kind, a plugin
+            # since uninstalled): nothing started. Raising would leave the accepted turn
+            # in flight, lost on every restart and accepted again without end; a spawn
+            # failure puts the turn under the bounded recovery policy instead.
+            return self._finish(session, envelope, _spawn_failure(error))
         crash_point("host.spawned")
         self._sessions.execute(
             sid,
@@ -270,7 +294,7 @@ class TurnDriver:
 
     def complete_from_receipt(
         self, session: SessionState, envelope: TurnEnvelope, receipt: ReceiptSuccess
-    ) -> None:
+    ) -> EffectsSummary:
         """Steps 5-7 from a durable receipt: also what recovery runs after a crash."""
         sid = session.session_id
         workspace = Path(session.workspace)
@@ -288,6 +312,16 @@ class TurnDriver:
                 ),
             )
             crash_point("written_back")
+        effects = EffectsSummary()
+        if plan_effects(receipt.result, envelope.idempotency_key):
+            stop = threading.Event()
+            keeper = threading.Thread(target=self._keep_lease, args=(sid, stop), daemon=True)
+            keeper.start()
+            try:
+                effects = self._effects.settle(sid, envelope.turn_id)
+            finally:
+                stop.set()
+                keeper.join()
         snapshot = SnapshotRef(
             kernel_seq=self._sessions.store.head(goal_stream(session.goal_id)),
             workspace_revision=git_revision(workspace),
@@ -297,3 +331,4 @@ class TurnDriver:
             sid, CompleteTurn(lease=self._token(sid), turn_id=envelope.turn_id, snapshot=snapshot)
         )
         crash_point("completed")
+        return effects

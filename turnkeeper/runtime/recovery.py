@@ -6,7 +6,9 @@
 | host started, no receipt     | prove the process gone (or end it); turn lost; the session|
 |                              | continues with a continuation that resumes the host       |
 | receipt, not written back    | write back from the durable receipt; the host never reruns|
-| written back                 | complete the turn                                         |
+| written back, effects open   | read back each open effect: applied -> recorded; provably |
+|                              | not applied -> applied now; unknown -> indeterminate (and |
+|                              | a blocking gate); then complete the turn                  |
 | completed / nothing          | nothing                                                   |
 
 Also: a failed turn whose recovery record was never resolved (the controller
@@ -23,6 +25,9 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from pydantic import JsonValue
+
+from turnkeeper.errors import FailedPrecondition
 from turnkeeper.hosts import ProcessIdentity as HostProcess
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel import audit
@@ -33,7 +38,8 @@ from turnkeeper.kernel.session import (
     ResolveHostRecovery,
     SessionState,
 )
-from turnkeeper.kernel.session.records import LossProof, ProcessIdentity
+from turnkeeper.kernel.session.records import LossProof, ProcessIdentity, ReceiptFailure
+from turnkeeper.kernel.session.recovery import resolve_host_recovery
 from turnkeeper.kernel.session.report import (
     ProbedFacts,
     ProcessProbe,
@@ -82,8 +88,13 @@ class SessionRecovery:
             if turn.phase in ("accepted", "host_started"):
                 self._end_lost_turn(session, actions, probes)
             elif turn.receipt is not None:
-                self._driver.complete_from_receipt(session, turn.envelope, turn.receipt)
+                effects = self._driver.complete_from_receipt(session, turn.envelope, turn.receipt)
                 actions.append(self._action("receipt_written_back", turn.envelope.turn_id))
+                if effects.handled:  # written back, effects open: each read back first
+                    detail = effects.describe()
+                    actions.append(
+                        self._action("effects_resolved", turn.envelope.turn_id, detail=detail)
+                    )
         if not actions:
             actions.append(self._action("nothing_to_do", None))
         report = self._report(self._sessions.load(session_id), started, actions, probes)
@@ -93,13 +104,31 @@ class SessionRecovery:
         crash_point("recovery.reported")
         return report
 
+    def failed_turn_record(self, session_id: str, turn_id: str) -> dict[str, JsonValue]:
+        """A failed turn's host recovery record, read back from the durable log."""
+        receipt = self._sessions.receipt_event(session_id, turn_id).receipt
+        if not isinstance(receipt, ReceiptFailure):
+            raise FailedPrecondition(
+                f"turn {turn_id} did not fail: it has no host recovery record",
+                reason="turn_not_recoverable",
+                details={"turn_id": turn_id},
+            )
+        return receipt.host_recovery.model_dump(mode="json")
+
+    def check_failed_turn(self, session_id: str, turn_id: str) -> None:
+        """Raise the typed error resolving would raise, without writing anything.
+
+        Callers that must take the session's lease first (a write) check here
+        before, so a refused record leaves the store untouched.
+        """
+        record = self.failed_turn_record(session_id, turn_id)
+        resolve_host_recovery(record, self._sessions.load(session_id))
+
     def resolve_failed_turn(self, session_id: str, turn_id: str) -> None:
         """Resolve a failed turn's host recovery record, read back from the durable log."""
-        receipt = self._sessions.receipt_event(session_id, turn_id).receipt
-        record = getattr(receipt, "host_recovery", None)
-        raw = record.model_dump(mode="json") if record is not None else {}
+        record = self.failed_turn_record(session_id, turn_id)
         self._sessions.execute(
-            session_id, ResolveHostRecovery(lease=self._token(session_id), record=raw)
+            session_id, ResolveHostRecovery(lease=self._token(session_id), record=record)
         )
 
     # --- the lost-turn row of the table -------------------------------------------------
@@ -164,7 +193,13 @@ class SessionRecovery:
         due_monitors = tuple(
             m.id for m in goal.monitors.values() if not m.retired and m.next_due <= now
         )
-        last = session.last_turn_end.turn_id if session.last_turn_end else None
+        # The last receipt in the log. A lost turn has none (it ended without one), so
+        # after a turn marked lost this is the last completed turn, not the lost one.
+        end = session.last_turn_end
+        if end is not None and end.outcome in ("completed", "failed"):
+            last: str | None = end.turn_id
+        else:
+            last = session.last_completed.turn_id if session.last_completed else None
         return RecoveryReport(
             started_at=started,
             finished_at=now,

@@ -13,6 +13,9 @@ from turnkeeper.kernel.session.commands import (
     CompleteTurn,
     CreateSession,
     LeaseToken,
+    RecordEffectIntended,
+    RecordEffectRejected,
+    RecordEffectResolved,
     RecordEffects,
     RecordHostEvents,
     RecordHostStarted,
@@ -28,6 +31,12 @@ from turnkeeper.kernel.session.commands import (
     SetStatus,
 )
 from turnkeeper.kernel.session.decide import UNBOUND_RESTORED_TURN_LOST, decide_session
+from turnkeeper.kernel.session.effects import (
+    MAX_EFFECTS_PER_TURN,
+    PlannedEffect,
+    derive_effect_key,
+    plan_effects,
+)
 from turnkeeper.kernel.session.envelope import (
     InteractionContract,
     NextTurn,
@@ -38,6 +47,9 @@ from turnkeeper.kernel.session.envelope import (
 )
 from turnkeeper.kernel.session.events import (
     SESSION_EVENT_ADAPTER,
+    EffectIntended,
+    EffectRejected,
+    EffectResolved,
     EffectsRecorded,
     HostEventsJournaled,
     HostStarted,
@@ -77,6 +89,8 @@ from turnkeeper.kernel.session.policy import (
 )
 from turnkeeper.kernel.session.records import (
     HOST_RECOVERY_SCHEMA_VERSION,
+    EffectOutcome,
+    EffectReadback,
     EffectRef,
     HostErrorKind,
     HostEvent,
@@ -118,6 +132,7 @@ from turnkeeper.kernel.session.state import (
 
 __all__ = [
     "HOST_RECOVERY_SCHEMA_VERSION",
+    "MAX_EFFECTS_PER_TURN",
     "SESSION_COMMAND_ADAPTER",
     "SESSION_EVENT_ADAPTER",
     "UNBOUND_RESTORED_TURN_LOST",
@@ -128,7 +143,12 @@ __all__ = [
     "CompletedTurn",
     "CreateSession",
     "Diagnostic",
+    "EffectIntended",
+    "EffectOutcome",
+    "EffectReadback",
     "EffectRef",
+    "EffectRejected",
+    "EffectResolved",
     "EffectsRecorded",
     "GoalView",
     "HostErrorKind",
@@ -146,6 +166,7 @@ __all__ = [
     "LossProof",
     "NextTurn",
     "PendingRecovery",
+    "PlannedEffect",
     "ProbedFacts",
     "ProcessIdentity",
     "ProcessProbe",
@@ -154,6 +175,9 @@ __all__ = [
     "ReceiptFailure",
     "ReceiptRecorded",
     "ReceiptSuccess",
+    "RecordEffectIntended",
+    "RecordEffectRejected",
+    "RecordEffectResolved",
     "RecordEffects",
     "RecordHostEvents",
     "RecordHostStarted",
@@ -202,12 +226,14 @@ __all__ = [
     "backoff_delay",
     "decide_recovery",
     "decide_session",
+    "derive_effect_key",
     "derive_idempotency_key",
     "envelope_for",
     "event_from_json",
     "event_to_json",
     "evolve_session",
     "fold_session",
+    "plan_effects",
     "plan_next_turn",
     "resolve_host_recovery",
     "validate_host_recovery_record",

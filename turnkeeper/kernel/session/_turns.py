@@ -1,11 +1,13 @@
 """Decisions on the turn transaction: accept, host started, host events, receipt,
-write-back, effects, completion, and the terminals lost and abandoned."""
+write-back, effects (rules in :mod:`._effect_rules`), completion, and the terminals
+lost and abandoned."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument
+from turnkeeper.kernel.session import _effect_rules
 from turnkeeper.kernel.session import commands as cmd
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.envelope import TurnEnvelope
@@ -218,19 +220,37 @@ def write_back(
     ]
 
 
+def effect_intended(
+    state: SessionState, command: cmd.RecordEffectIntended, now: datetime
+) -> list[SessionEvent]:
+    turn = require_in_flight(state, command.turn_id)
+    return _effect_rules.intended(state, turn, command, now)
+
+
+def effect_resolved(
+    state: SessionState, command: cmd.RecordEffectResolved, now: datetime
+) -> list[SessionEvent]:
+    turn = require_in_flight(state, command.turn_id)
+    return _effect_rules.resolved(state, turn, command, now)
+
+
+def effect_rejected(
+    state: SessionState, command: cmd.RecordEffectRejected, now: datetime
+) -> list[SessionEvent]:
+    turn = require_in_flight(state, command.turn_id)
+    return _effect_rules.rejected(state, turn, command, now)
+
+
 def effects(state: SessionState, command: cmd.RecordEffects, now: datetime) -> list[SessionEvent]:
     turn = require_in_flight(state, command.turn_id)
-    _require_phase(turn, ("written_back",), "write_back_missing")
-    if command.effects:
-        # The effect protocol (intent, idempotent call, readback) is not built yet;
-        # recording outcomes without it would claim guarantees the kernel cannot keep.
-        raise InvalidArgument("effects are not supported yet", reason="effects_not_supported")
-    return [ev.EffectsRecorded(turn_id=command.turn_id, at=now)]
+    return _effect_rules.closed(state, turn, command, now)
 
 
 def complete(state: SessionState, command: cmd.CompleteTurn, now: datetime) -> list[SessionEvent]:
     turn = require_in_flight(state, command.turn_id)
     _require_phase(turn, ("written_back", "effects"), "write_back_missing")
+    # Step 7 after step 6: every effect the result requested has an outcome.
+    _effect_rules.require_effects_settled(turn)
     return [ev.TurnCompleted(turn_id=command.turn_id, snapshot=command.snapshot, at=now)]
 
 

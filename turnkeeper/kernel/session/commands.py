@@ -8,9 +8,11 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import TurnEnvelope
 from turnkeeper.kernel.session.events import MAX_HOST_EVENTS_PER_BATCH, StatusAction
 from turnkeeper.kernel.session.records import (
+    EffectReadback,
     EffectRef,
     HostEvent,
     LossProof,
@@ -96,10 +98,47 @@ class RecordWriteBack(_Fenced):
     rejected: tuple[ProposalDecision, ...] = ()
 
 
+class RecordEffectIntended(_Fenced):
+    """Durable intent, before the provider is called: must match the receipt's plan."""
+
+    type: Literal["record_effect_intended"] = "record_effect_intended"
+    turn_id: Id
+    effect_id: Id
+    idempotency_key: Id
+    provider: Id
+    request: JsonDict = Field(default_factory=dict)
+
+
+class RecordEffectResolved(_Fenced):
+    """The outcome of an intended effect, established by readback. ``apply_called`` says
+    whether this resolution called the provider's apply (False: found applied already)."""
+
+    type: Literal["record_effect_resolved"] = "record_effect_resolved"
+    turn_id: Id
+    effect_id: Id
+    outcome: Literal["applied", "indeterminate"]
+    readback: EffectReadback
+    apply_called: bool
+
+
+class RecordEffectRejected(_Fenced):
+    """An effect refused before any provider call (malformed, over the cap, provider
+    not configured or not installed): provably never applied, never retried."""
+
+    type: Literal["record_effect_rejected"] = "record_effect_rejected"
+    turn_id: Id
+    effect_id: Id
+    reason: Id
+    detail: ShortText = ""
+
+
 class RecordEffects(_Fenced):
+    """Close the effects step (optional): every requested effect is resolved. ``effects``,
+    when given, must equal the ledger the kernel keeps."""
+
     type: Literal["record_effects"] = "record_effects"
     turn_id: Id
-    effects: tuple[EffectRef, ...] = ()
+    effects: tuple[EffectRef, ...] = Field(default=(), max_length=MAX_EFFECTS_PER_TURN)
 
 
 class CompleteTurn(_Fenced):
@@ -162,6 +201,9 @@ SessionCommand = Annotated[
     | RecordHostEvents
     | RecordReceipt
     | RecordWriteBack
+    | RecordEffectIntended
+    | RecordEffectResolved
+    | RecordEffectRejected
     | RecordEffects
     | CompleteTurn
     | RecordTurnLost

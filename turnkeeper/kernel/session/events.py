@@ -8,8 +8,10 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field, TypeAdapter
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope
 from turnkeeper.kernel.session.records import (
+    EffectReadback,
     EffectRef,
     HostErrorKind,
     HostEvent,
@@ -103,10 +105,45 @@ class WrittenBack(_Event):
     rejected: tuple[ProposalDecision, ...] = ()
 
 
+class EffectIntended(_Event):
+    """Step 6, before the provider is called: the effect's identity and request."""
+
+    type: Literal["turn.effect_intended"] = "turn.effect_intended"
+    turn_id: Id
+    effect_id: Id
+    idempotency_key: Id
+    provider: Id
+    request: JsonDict
+
+
+class EffectResolved(_Event):
+    """Step 6, after readback: ``applied``, or ``indeterminate`` (never retried)."""
+
+    type: Literal["turn.effect_resolved"] = "turn.effect_resolved"
+    turn_id: Id
+    effect_id: Id
+    idempotency_key: Id
+    outcome: Literal["applied", "indeterminate"]
+    readback: EffectReadback
+    apply_called: bool
+
+
+class EffectRejected(_Event):
+    """An effect refused before any provider call: it was never applied."""
+
+    type: Literal["turn.effect_rejected"] = "turn.effect_rejected"
+    turn_id: Id
+    effect_id: Id
+    idempotency_key: Id
+    provider: ShortText
+    reason: Id
+    detail: ShortText = ""
+
+
 class EffectsRecorded(_Event):
     type: Literal["turn.effects_recorded"] = "turn.effects_recorded"
     turn_id: Id
-    effects: tuple[EffectRef, ...] = ()
+    effects: tuple[EffectRef, ...] = Field(default=(), max_length=MAX_EFFECTS_PER_TURN)
 
 
 class TurnCompleted(_Event):
@@ -178,6 +215,9 @@ SessionEvent = Annotated[
     | HostEventsJournaled
     | ReceiptRecorded
     | WrittenBack
+    | EffectIntended
+    | EffectResolved
+    | EffectRejected
     | EffectsRecorded
     | TurnCompleted
     | TurnFailed

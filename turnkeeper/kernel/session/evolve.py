@@ -12,6 +12,7 @@ from typing import Any
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.session import events as ev
+from turnkeeper.kernel.session._effect_rules import fold_effect
 from turnkeeper.kernel.session.events import SessionEvent
 from turnkeeper.kernel.session.state import (
     CompletedTurn,
@@ -138,9 +139,8 @@ def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, Any]:
                 "rejected_proposals": len(event.rejected),
             }
             return {"in_flight": turn.model_copy(update=step)}
-        case ev.EffectsRecorded():
-            turn = _turn(state, event, event.turn_id)
-            return {"in_flight": turn.model_copy(update={"phase": "effects"})}
+        case ev.EffectIntended() | ev.EffectResolved() | ev.EffectRejected() | ev.EffectsRecorded():
+            return fold_effect(state, _turn(state, event, event.turn_id), event)
     raise _broken(event, "not an in-flight step")  # pragma: no cover - guarded by caller
 
 
@@ -240,6 +240,9 @@ _IN_FLIGHT_STEPS = (
     ev.HostEventsJournaled,
     ev.ReceiptRecorded,
     ev.WrittenBack,
+    ev.EffectIntended,
+    ev.EffectResolved,
+    ev.EffectRejected,
     ev.EffectsRecorded,
 )
 _TERMINALS = (ev.TurnCompleted, ev.TurnFailed, ev.TurnLost, ev.TurnAbandoned)

@@ -3,9 +3,10 @@ receipts, the host recovery record, write-back and snapshot references."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Final, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, JsonValue, model_validator
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
 
@@ -77,12 +78,37 @@ class ProposalDecision(KernelModel):
     reason: ShortText = ""
 
 
+EffectOutcome = Literal["open", "applied", "indeterminate", "rejected"]
+ReadbackStatus = Literal["applied", "not_applied", "unknown"]
+MAX_READBACK_BYTES = 8_192
+
+
+class EffectReadback(KernelModel):
+    """What a provider's readback observed: ``applied`` (with the observed value),
+    ``not_applied`` (provably absent) or ``unknown`` (it could not tell)."""
+
+    status: ReadbackStatus
+    value: JsonValue = None
+    detail: ShortText = ""
+
+    @model_validator(mode="after")
+    def _value_is_bounded(self) -> Self:
+        # The readback is kept in the log; an unbounded value would bloat every read.
+        size = len(json.dumps(self.value, separators=(",", ":"), default=str))
+        if size > MAX_READBACK_BYTES:
+            raise ValueError(f"readback value is {size} bytes; at most {MAX_READBACK_BYTES}")
+        return self
+
+
 class EffectRef(KernelModel):
-    """Reserved for the effects step (a later issue); only the shape exists today."""
+    """One effect of the in-flight turn, as the bounded state keeps it: ``open`` from its
+    durable intent until its outcome is recorded; ``rejected`` when it was refused before
+    any provider call (malformed, over the cap, provider not configured or installed)."""
 
     effect_id: Id
     idempotency_key: Id
-    outcome: Literal["applied", "not_applied", "indeterminate"]
+    provider: ShortText
+    outcome: EffectOutcome
 
 
 class SnapshotRef(KernelModel):

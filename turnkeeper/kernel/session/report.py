@@ -43,6 +43,7 @@ RecoveryActionKind = Literal[
     "killed_process",
     "turn_marked_lost",
     "receipt_written_back",
+    "effects_resolved",
     "continuation_queued",
     "reattached",
     "nothing_to_do",

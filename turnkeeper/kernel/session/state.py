@@ -13,8 +13,10 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope, TurnKind
 from turnkeeper.kernel.session.records import (
+    EffectRef,
     HostErrorKind,
     ProcessIdentity,
     ReceiptSuccess,
@@ -55,6 +57,11 @@ class InFlightTurn(KernelModel):
     receipt: ReceiptSuccess | None = None
     accepted_proposals: int = Field(default=0, ge=0)
     rejected_proposals: int = Field(default=0, ge=0)
+    # The effects ledger of step 6, in the order they were recorded; capped.
+    effects: tuple[EffectRef, ...] = Field(default=(), max_length=MAX_EFFECTS_PER_TURN)
+
+    def effect(self, effect_id: str) -> EffectRef | None:
+        return next((e for e in self.effects if e.effect_id == effect_id), None)
 
 
 class TurnEnd(KernelModel):
@@ -120,6 +127,9 @@ class SessionCounters(KernelModel):
     host_events: int = 0
     unbound_restored_turns: int = 0
     recovery_reports: int = 0
+    effects_applied: int = 0
+    effects_indeterminate: int = 0
+    effects_rejected: int = 0
 
 
 class SessionState(KernelModel):
