@@ -11,7 +11,9 @@ import typer
 from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_arg
 from turnkeeper.cli.output import console, print_json
 from turnkeeper.cli.render_sessions import render_session, render_session_list
+from turnkeeper.effects import split_host_config
 from turnkeeper.errors import InvalidArgument
+from turnkeeper.hosts import load_host
 from turnkeeper.kernel.session import SetStatus
 from turnkeeper.runtime.controller import Controller, ControllerConfig, stop_on_signals
 from turnkeeper.runtime.goals import GoalService
@@ -45,6 +47,9 @@ def session_create(
     config = _host_config(host_config)
     if not workspace.is_dir():
         raise InvalidArgument(f"workspace {workspace} is not a directory", reason="no_workspace")
+    # An unknown kind or a config the host rejects is refused here, before anything is
+    # written: a session that cannot load its host would fail every turn it is given.
+    load_host(host, split_host_config(config))  # as the driver loads it
     with open_project_store() as (_, store):
         GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
         state = SessionService(store).create(goal_id, workspace, host, config)
@@ -143,6 +148,9 @@ def recover(turn_id: str, as_json: bool = JsonOption) -> None:
     with open_project_store() as (_, store):
         controller = Controller(store)
         sid = controller.sessions.session_of_turn(turn_id)
+        # Taking the lease is a write: check the record first, so a refused one
+        # (forged, stale, already resolved) leaves the store untouched.
+        controller.recovery.check_failed_turn(sid, turn_id)
         controller.acquire(sid)
         try:
             controller.recovery.resolve_failed_turn(sid, turn_id)
