@@ -54,7 +54,6 @@ CRASH_AT = {
     "host.started": "host.started@2",
     "host.events": f"host.events@{HOST_EVENTS_PAUSED_BATCH_ON_T2}",
     "receipt": "receipt@2",
-    "writeback.goal": "writeback.goal@2",
     "written_back": "written_back@2",
     "completed": "completed@2",
 }
@@ -65,7 +64,6 @@ PHASE_LEFT = {
     "host.started": "host_started",
     "host.events": "host_started",
     "receipt": "receipt",
-    "writeback.goal": "receipt",
     "written_back": "written_back",
     "completed": None,
 }
@@ -82,7 +80,6 @@ RUNS_AT_CRASH = {
     "host.started": {0, 1},
     "host.events": {1},
     "receipt": {1},
-    "writeback.goal": {1},
     "written_back": {1},
     "completed": {1},
 }

@@ -22,7 +22,6 @@ TURN_POINTS = (
     "host.started",  # host identity recorded
     "host.events",  # a batch of host events journaled (mid-turn)
     "receipt",  # receipt durable; not written back
-    "writeback.goal",  # goal-side write-back applied; session not told
     "written_back",  # write-back recorded; effects not started
     "effect.intended",  # an effect's intent durable; provider not called
     "effect.applied",  # provider's apply returned; outcome not recorded

@@ -36,9 +36,8 @@ from turnkeeper.hosts import (
 )
 from turnkeeper.hosts import ProcessIdentity as HostProcess
 from turnkeeper.kernel.proposals import ClaimTodo
+from turnkeeper.kernel.session import HostEvent as JournaledEvent
 from turnkeeper.kernel.session import (
-    AcceptTurn,
-    CompleteTurn,
     HostRecoveryRecord,
     InteractionContract,
     LeaseToken,
@@ -46,26 +45,23 @@ from turnkeeper.kernel.session import (
     RecordHostEvents,
     RecordHostStarted,
     RecordReceipt,
-    RecordWriteBack,
     RenewLease,
     SessionState,
     TurnEnvelope,
     plan_effects,
 )
-from turnkeeper.kernel.session import HostEvent as JournaledEvent
 from turnkeeper.kernel.session import ProcessIdentity as JournaledProcess
 from turnkeeper.kernel.session.records import (
     ReceiptFailure,
     ReceiptSuccess,
     RecoveryBinding,
-    SnapshotRef,
 )
+from turnkeeper.runtime.commits import TurnCommits
 from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.effects import EffectRunner, EffectsSummary
-from turnkeeper.runtime.goals import GoalService, goal_stream
+from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.workspace import git_revision
-from turnkeeper.runtime.writeback import claim_owner, write_back
+from turnkeeper.runtime.writeback import claim_owner, needs_outside_work, prepare_write_back
 
 EVENT_BATCH = 100
 DEFAULT_CONTRACT = InteractionContract(
@@ -124,6 +120,7 @@ class TurnDriver:
         self._token = token  # the lease this controller holds on a session
         self._config = config or DriverConfig()
         self._effects = EffectRunner(sessions, goals, token, self._config.provider_loader)
+        self._commits = TurnCommits(sessions.store, sessions.now, token)
 
     # --- one turn -------------------------------------------------------------------
 
@@ -137,8 +134,8 @@ class TurnDriver:
             spec=spec,
             contract=DEFAULT_CONTRACT,
         )
-        todo_title = self._claim(session, envelope)
-        self._sessions.execute(sid, AcceptTurn(lease=self._token(sid), envelope=envelope))
+        claim, todo_title = self._claim(session, envelope)
+        self._commits.intent(session, envelope, claim)
         crash_point("turn.accepted")
         request = self._request(session, envelope, todo_title)
         try:
@@ -169,22 +166,21 @@ class TurnDriver:
         outcome = self._pump(session, envelope, run)
         return self._finish(session, envelope, outcome)
 
-    def _claim(self, session: SessionState, envelope: TurnEnvelope) -> str | None:
+    def _claim(
+        self, session: SessionState, envelope: TurnEnvelope
+    ) -> tuple[ClaimTodo | None, str | None]:
+        """The claim to commit with the turn's intent (None: nothing to claim), and the title."""
         if envelope.todo_id is None:
-            return None
+            return None, None
         until = self._sessions.now() + timedelta(
             seconds=self._config.host_timeout_seconds + self._config.lease_seconds
         )
         owner = claim_owner(session.session_id)
-        state = self._goals.load(session.goal_id)
-        todo = state.todos.get(envelope.todo_id)
+        todo = self._goals.load(session.goal_id).todos.get(envelope.todo_id)
+        title = todo.title if todo is not None else None
         if todo is not None and todo.claim is not None and todo.claim.owner == owner:
-            return todo.title  # our own live claim from the turn this one continues
-        done = self._goals.submit(
-            session.goal_id,
-            ClaimTodo(todo_id=envelope.todo_id, owner=owner, lease_expires_at=until),
-        )
-        return done.state.todos[envelope.todo_id].title
+            return None, title  # our own live claim from the turn this one continues
+        return ClaimTodo(todo_id=envelope.todo_id, owner=owner, lease_expires_at=until), title
 
     def _request(
         self, session: SessionState, envelope: TurnEnvelope, todo_title: str | None
@@ -282,12 +278,28 @@ class TurnDriver:
                     )
                 ),
             )
-        self._sessions.execute(
-            sid, RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
-        )
-        crash_point("receipt")
-        if isinstance(receipt, ReceiptSuccess):
-            self.complete_from_receipt(self._sessions.load(sid), envelope, receipt)
+        if isinstance(receipt, ReceiptSuccess) and not needs_outside_work(receipt.result):
+            # Nothing runs outside the database: receipt, write-back and completion
+            # are one atomic commit, the second and last fsync of the turn.
+            prepared = prepare_write_back(
+                self._goals.load(session.goal_id), envelope, Path(session.workspace), receipt.result
+            )
+            self._commits.outcome(
+                session,
+                envelope,
+                prepared,
+                receipt=receipt,
+                complete=True,
+                artifact_digest=receipt.host_artifact_digest,
+            )
+            crash_point("completed")
+        else:
+            self._sessions.execute(
+                sid, RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
+            )
+            crash_point("receipt")
+            if isinstance(receipt, ReceiptSuccess):
+                self.complete_from_receipt(self._sessions.load(sid), envelope, receipt)
         return TurnResult(
             turn_id=envelope.turn_id, succeeded=isinstance(receipt, ReceiptSuccess), outcome=outcome
         )
@@ -300,16 +312,10 @@ class TurnDriver:
         workspace = Path(session.workspace)
         in_flight = session.in_flight
         if in_flight is not None and in_flight.phase == "receipt":
-            decisions = write_back(self._goals, envelope, workspace, receipt.result)
-            crash_point("writeback.goal")
-            self._sessions.execute(
-                sid,
-                RecordWriteBack(
-                    lease=self._token(sid),
-                    turn_id=envelope.turn_id,
-                    accepted=tuple(decisions.accepted),
-                    rejected=tuple(decisions.rejected),
-                ),
+            goal = self._goals.load(session.goal_id)
+            prepared = prepare_write_back(goal, envelope, workspace, receipt.result)
+            self._commits.outcome(
+                session, envelope, prepared, receipt=None, complete=False, artifact_digest=None
             )
             crash_point("written_back")
         effects = EffectsSummary()
@@ -322,13 +328,6 @@ class TurnDriver:
             finally:
                 stop.set()
                 keeper.join()
-        snapshot = SnapshotRef(
-            kernel_seq=self._sessions.store.head(goal_stream(session.goal_id)),
-            workspace_revision=git_revision(workspace),
-            host_artifact_digest=receipt.host_artifact_digest,
-        )
-        self._sessions.execute(
-            sid, CompleteTurn(lease=self._token(sid), turn_id=envelope.turn_id, snapshot=snapshot)
-        )
+        self._commits.complete(session, envelope, receipt.host_artifact_digest)
         crash_point("completed")
         return effects

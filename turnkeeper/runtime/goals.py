@@ -118,7 +118,7 @@ class GoalService:
             GOAL_CODEC,
             goal_stream(goal_id),
             lambda state: decide(state, proposal, self._clock()),
-            index=_index_entries,
+            index=index_entries,
         )
         if done.state is None:
             raise NotFound(f"goal {goal_id!r} not found", reason="goal_not_found")
@@ -128,7 +128,7 @@ class GoalService:
         return load_stream(self._store, GOAL_CODEC, goal_stream(goal_id))
 
 
-def _index_entries(events: Sequence[GoalEvent]) -> list[IndexEntry]:
+def index_entries(events: Sequence[GoalEvent]) -> list[IndexEntry]:
     entries = []
     for event in events:
         field = _ENTITY_FIELDS.get(event.type)

@@ -53,7 +53,7 @@ def session_stream(session_id: str) -> str:
     return f"session:{session_id}"
 
 
-def _index(events: Sequence[SessionEvent]) -> list[IndexEntry]:
+def session_index(events: Sequence[SessionEvent]) -> list[IndexEntry]:
     # Sessions and turns are named by id alone on the command line (`recover TURN`).
     entries = []
     for event in events:
@@ -105,7 +105,7 @@ class SessionService:
             SESSION_CODEC,
             session_stream(session_id),
             lambda state: decide_session(state, command, self._clock()),
-            index=_index,
+            index=session_index,
             durable=durable,
         )
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic
+from typing import Any, Generic
 
 from turnkeeper.errors import Aborted, StreamConflict
 from turnkeeper.runtime.codec import EventT, StateT, StreamCodec
 from turnkeeper.store.base import EventStore
-from turnkeeper.store.records import IndexEntry
+from turnkeeper.store.records import IndexEntry, StreamAppend
 
 MAX_CONFLICT_RETRIES = 16
 
@@ -98,4 +98,58 @@ def _append(
         projection_schema_version=codec.projection_schema_version,
         index=index(events),
         durable=durable,
+    )
+
+
+@dataclass(frozen=True)
+class StreamPlan(Generic[StateT, EventT]):
+    """One stream's share of an atomic multi-stream write: how to decide its events."""
+
+    codec: StreamCodec[StateT, EventT]
+    stream_id: str
+    decide: Callable[[StateT | None], Sequence[EventT]]
+    index: Callable[[Sequence[EventT]], Sequence[IndexEntry]] = lambda _: ()
+
+
+def decide_and_append_many(
+    store: EventStore, plans: Sequence[StreamPlan[Any, Any]], *, durable: bool = True
+) -> list[Appended[Any, Any]]:
+    """Decide every plan on its stream's current state and append all of it in one
+    atomic commit (``EventStore.append_many``); on a conflict, read and decide again.
+
+    Plans whose decision is empty write nothing; a typed rejection from any plan
+    writes nothing at all.
+    """
+    for _ in range(MAX_CONFLICT_RETRIES):
+        results: list[Appended[Any, Any]] = []
+        parts: list[StreamAppend] = []
+        for plan in plans:
+            state, head = load_stream(store, plan.codec, plan.stream_id)
+            events = list(plan.decide(state))
+            after = state
+            for event in events:
+                after = plan.codec.evolve_event(after, event)
+            results.append(Appended(events=events, state=after, head_seq=head + len(events)))
+            if events:
+                parts.append(
+                    StreamAppend(
+                        stream_id=plan.stream_id,
+                        kind=plan.codec.kind,
+                        expected_seq=head,
+                        events=tuple(plan.codec.encode_event(e) for e in events),
+                        projection_state=plan.codec.encode_state(after),
+                        projection_schema_version=plan.codec.projection_schema_version,
+                        index=tuple(plan.index(events)),
+                    )
+                )
+        if not parts:
+            return results
+        try:
+            store.append_many(parts, durable=durable)
+        except StreamConflict:
+            continue  # another writer moved one of the streams: decide all again
+        return results
+    raise Aborted(
+        f"{[p.stream_id for p in plans]}: gave up after {MAX_CONFLICT_RETRIES} conflicts",
+        reason="contention",
     )

@@ -4,15 +4,20 @@ The agent's word is not proof (seed 001: an executor's self-report cannot alone
 prove completion). Evidence the agent names is run again here, in the
 workspace, bound to the revision it ran on; the goal kernel then accepts or
 rejects each proposal. Every write carries an id derived from the turn, so doing
-the write-back twice — after a crash between the goal and the session commits —
-applies it once.
+the write-back twice — after a crash — applies it once.
+
+Two halves: :func:`prepare_write_back` does the outside work (running the
+checks) and :func:`decide_write_back` is pure — it decides every proposal in
+order on the goal's state, so the caller can commit the goal's events together
+with the session's ``turn.written_back`` in one atomic append.
 
 The result a host returns (all keys optional)::
 
     {"summary": "...",
      "evidence": [{"key": "tests", "command": "pytest -q", "freshness_seconds": 3600}],
      "todo_done": true,
-     "proposals": [<any kernel proposal as JSON>, ...]}
+     "proposals": [<any kernel proposal as JSON>, ...],
+     "effects": [...]}                      # see runtime/effects.py
 """
 
 from __future__ import annotations
@@ -21,16 +26,15 @@ import hashlib
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from pydantic import JsonValue
 
 from turnkeeper.errors import AlreadyExists, TurnkeeperError
-from turnkeeper.kernel import GoalState, parse_proposal
+from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide, evolve, parse_proposal
 from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence
 from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
-from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.workspace import git_revision
 
 EVIDENCE_TIMEOUT_SECONDS = 600
@@ -48,49 +52,48 @@ class WriteBackResult:
     rejected: list[ProposalDecision] = field(default_factory=list)
 
 
-def write_back(
-    goals: GoalService, envelope: TurnEnvelope, workspace: Path, result: Mapping[str, JsonValue]
-) -> WriteBackResult:
-    out = WriteBackResult()
-    turn = envelope.turn_id
-    evidence_ids = _record_evidence(goals, envelope, workspace, result, out)
-    raw_proposals = result.get("proposals")
-    for n, raw in enumerate(raw_proposals if isinstance(raw_proposals, list) else []):
-        _apply(goals, envelope.goal_id, f"{turn}:proposal:{n}", raw, out)
-    if result.get("todo_done") is True and envelope.todo_id is not None:
-        _complete(goals, envelope, evidence_ids, out)
-    return out
+@dataclass
+class PreparedWriteBack:
+    """The proposals a result makes, in order, with the outside work already done."""
+
+    proposals: list[tuple[str, GoalProposal]] = field(default_factory=list)
+    evidence_ids: list[str] = field(default_factory=list)
+    todo_done: bool = False
+    rejected: list[ProposalDecision] = field(default_factory=list)
 
 
-def _record_evidence(
-    goals: GoalService,
-    envelope: TurnEnvelope,
-    workspace: Path,
-    result: Mapping[str, JsonValue],
-    out: WriteBackResult,
-) -> list[str]:
+def needs_outside_work(result: Mapping[str, JsonValue]) -> bool:
+    """Whether writing back runs anything outside the database (checks or effects).
+
+    When it does, the receipt must be durable first, so a crash during that
+    work keeps the host's result; when it does not, receipt, write-back and
+    completion can be one atomic commit.
+    """
+    return bool(result.get("evidence")) or bool(result.get("effects"))
+
+
+def prepare_write_back(
+    goal: GoalState, envelope: TurnEnvelope, workspace: Path, result: Mapping[str, JsonValue]
+) -> PreparedWriteBack:
+    prepared = PreparedWriteBack(todo_done=result.get("todo_done") is True)
     items = result.get("evidence")
-    ids: list[str] = []
-    known = goals.load(envelope.goal_id).evidence
     for n, item in enumerate(items if isinstance(items, list) else []):
         eid = f"ev-{envelope.turn_id}-{n}"
         pid = f"{envelope.turn_id}:evidence:{n}"
         if not isinstance(item, dict) or not isinstance(item.get("command"), str):
-            out.rejected.append(ProposalDecision(proposal_id=pid, reason="malformed evidence item"))
+            prepared.rejected.append(ProposalDecision(proposal_id=pid, reason="malformed evidence"))
             continue
-        ids.append(eid)
-        if eid in known:  # written back before a crash: the check does not run again
-            out.accepted.append(ProposalDecision(proposal_id=pid, reason="already recorded"))
+        prepared.evidence_ids.append(eid)
+        if eid in goal.evidence:  # written back before a crash: the check does not run again
             continue
         command = str(item["command"])
         exit_code, digest = _run_check(command, workspace)
         freshness = item.get("freshness_seconds")
-        if not isinstance(freshness, int):
-            freshness = DEFAULT_FRESHNESS_SECONDS
-        proposal = RecordEvidence(
+        key = item.get("key")
+        evidence = RecordEvidence(
             evidence_id=eid,
             command=command,
-            key=str(item["key"]) if isinstance(item.get("key"), str) else None,
+            key=key if isinstance(key, str) else None,
             revision=git_revision(workspace),
             exit_code=exit_code,
             output_digest=digest,
@@ -98,8 +101,65 @@ def _record_evidence(
             if isinstance(freshness, int)
             else DEFAULT_FRESHNESS_SECONDS,
         )
-        _submit(goals, envelope.goal_id, pid, proposal, out)
-    return ids
+        prepared.proposals.append((pid, evidence))
+    raw_proposals = result.get("proposals")
+    for n, raw in enumerate(raw_proposals if isinstance(raw_proposals, list) else []):
+        pid = f"{envelope.turn_id}:proposal:{n}"
+        try:
+            prepared.proposals.append((pid, parse_proposal(raw if isinstance(raw, dict) else {})))
+        except TurnkeeperError as error:
+            prepared.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
+    return prepared
+
+
+def decide_write_back(
+    goal: GoalState, prepared: PreparedWriteBack, envelope: TurnEnvelope, now: datetime
+) -> tuple[list[GoalEvent], WriteBackResult]:
+    """Every proposal decided in order on the evolving goal state: events and verdicts."""
+    out = WriteBackResult(rejected=list(prepared.rejected))
+    events: list[GoalEvent] = []
+    state = goal
+    for pid, proposal in prepared.proposals:
+        state = _decide_one(state, pid, proposal, now, events, out)
+    if prepared.todo_done and envelope.todo_id is not None:
+        pid = f"{envelope.turn_id}:complete"
+        todo = state.todos.get(envelope.todo_id)
+        owner = claim_owner(envelope.session_id)
+        if todo is not None and todo.completion is not None and todo.completion.owner == owner:
+            out.accepted.append(ProposalDecision(proposal_id=pid, reason="already done"))
+        else:
+            epoch = todo.claim.epoch if todo is not None and todo.claim is not None else 0
+            complete = CompleteTodo(
+                todo_id=envelope.todo_id,
+                fence=Fence(owner=owner, epoch=epoch),
+                evidence_ids=prepared.evidence_ids,
+            )
+            _decide_one(state, pid, complete, now, events, out)
+    return events, out
+
+
+def _decide_one(
+    state: GoalState,
+    pid: str,
+    proposal: GoalProposal,
+    now: datetime,
+    events: list[GoalEvent],
+    out: WriteBackResult,
+) -> GoalState:
+    try:
+        decided = decide(state, proposal, now)
+    except AlreadyExists:
+        out.accepted.append(ProposalDecision(proposal_id=pid, reason="already applied"))
+        return state
+    except TurnkeeperError as error:
+        # The kernel said no: recorded, not retried. The next turn sees the state.
+        out.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
+        return state
+    for event in decided:
+        state = evolve(state, event)
+    events.extend(decided)
+    out.accepted.append(ProposalDecision(proposal_id=pid))
+    return state
 
 
 def _run_check(command: str, workspace: Path) -> tuple[int, str]:
@@ -116,46 +176,3 @@ def _run_check(command: str, workspace: Path) -> tuple[int, str]:
         output = (exc.stdout or b"") + (exc.stderr or b"")
         return 124, hashlib.sha256(output).hexdigest()
     return proc.returncode, hashlib.sha256(proc.stdout + proc.stderr).hexdigest()
-
-
-def _apply(goals: GoalService, goal_id: str, pid: str, raw: Any, out: WriteBackResult) -> None:
-    try:
-        proposal = parse_proposal(raw if isinstance(raw, dict) else {"kind": None})
-    except TurnkeeperError as error:
-        out.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
-        return
-    _submit(goals, goal_id, pid, proposal, out)
-
-
-def _complete(
-    goals: GoalService, envelope: TurnEnvelope, evidence_ids: list[str], out: WriteBackResult
-) -> None:
-    assert envelope.todo_id is not None
-    pid = f"{envelope.turn_id}:complete"
-    state: GoalState = goals.load(envelope.goal_id)
-    todo = state.todos.get(envelope.todo_id)
-    owner = claim_owner(envelope.session_id)
-    if todo is not None and todo.completion is not None and todo.completion.owner == owner:
-        out.accepted.append(ProposalDecision(proposal_id=pid, reason="already done"))
-        return
-    epoch = todo.claim.epoch if todo is not None and todo.claim is not None else 0
-    proposal = CompleteTodo(
-        todo_id=envelope.todo_id,
-        fence=Fence(owner=owner, epoch=epoch),
-        evidence_ids=evidence_ids,
-    )
-    _submit(goals, envelope.goal_id, pid, proposal, out)
-
-
-def _submit(
-    goals: GoalService, goal_id: str, pid: str, proposal: Any, out: WriteBackResult
-) -> None:
-    try:
-        goals.submit(goal_id, proposal)
-    except AlreadyExists:
-        out.accepted.append(ProposalDecision(proposal_id=pid, reason="already applied"))
-    except TurnkeeperError as error:
-        # The kernel said no: recorded, not retried. The next turn sees the state.
-        out.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
-    else:
-        out.accepted.append(ProposalDecision(proposal_id=pid))

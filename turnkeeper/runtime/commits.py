@@ -1,0 +1,173 @@
+"""The turn's durable commits, each one atomic across the goal and session streams.
+
+A turn's floor is two fsyncs: its intent before the host runs and its receipt
+after. Steps that touch both streams share one commit (``append_many``):
+
+* **intent** — the todo claim (goal) and ``turn.accepted`` (session);
+* **outcome**, when writing back needs no outside work — the receipt, the goal's
+  write-back events, ``turn.written_back`` and ``turn.completed``, all at once;
+* otherwise the receipt commits alone (so a crash while checks or effects run
+  keeps the host's result), then the goal's write-back together with
+  ``turn.written_back``, then (after any effects) ``turn.completed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from turnkeeper.errors import NotFound
+from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide
+from turnkeeper.kernel.session import (
+    AcceptTurn,
+    CompleteTurn,
+    LeaseToken,
+    RecordReceipt,
+    RecordWriteBack,
+    SessionCommand,
+    SessionEvent,
+    SessionState,
+    TurnEnvelope,
+    decide_session,
+    evolve_session,
+)
+from turnkeeper.kernel.session.records import ReceiptSuccess, SnapshotRef
+from turnkeeper.runtime.goals import GOAL_CODEC, goal_stream, index_entries
+from turnkeeper.runtime.sessions import SESSION_CODEC, session_index, session_stream
+from turnkeeper.runtime.streams import StreamPlan, decide_and_append_many
+from turnkeeper.runtime.workspace import git_revision
+from turnkeeper.runtime.writeback import (
+    PreparedWriteBack,
+    WriteBackResult,
+    decide_write_back,
+)
+from turnkeeper.store.base import EventStore
+
+
+@dataclass
+class _WriteBackNote:
+    """What the goal plan decided, for the session plan decided right after it."""
+
+    result: WriteBackResult = field(default_factory=WriteBackResult)
+    goal_head: int = 0
+
+
+class TurnCommits:
+    def __init__(
+        self,
+        store: EventStore,
+        clock: Callable[[], datetime],
+        token: Callable[[str], LeaseToken],
+    ):
+        self._store = store
+        self._clock = clock
+        self._token = token
+
+    def intent(
+        self, session: SessionState, envelope: TurnEnvelope, claim: GoalProposal | None
+    ) -> None:
+        """Claim the todo (when given) and accept the turn, in one durable commit."""
+        sid = session.session_id
+        plans: list[StreamPlan[GoalState, GoalEvent] | StreamPlan[SessionState, SessionEvent]]
+        plans = []
+        if claim is not None:
+            plans.append(self._goal_plan(session.goal_id, lambda s, now: decide(s, claim, now)))
+        accept = AcceptTurn(lease=self._token(sid), envelope=envelope)
+        plans.append(self._session_plan(sid, lambda: [accept]))
+        decide_and_append_many(self._store, plans)
+
+    def outcome(
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        prepared: PreparedWriteBack,
+        *,
+        receipt: ReceiptSuccess | None,
+        complete: bool,
+        artifact_digest: str | None,
+    ) -> WriteBackResult:
+        """Write back (goal) and record it (session), with the receipt first when given
+        and the completion last when ``complete``: one atomic, durable commit."""
+        sid = session.session_id
+        note = _WriteBackNote()
+        workspace = Path(session.workspace)
+
+        def goal_events(state: GoalState, now: datetime) -> list[GoalEvent]:
+            events, note.result = decide_write_back(state, prepared, envelope, now)
+            note.goal_head = state.version + len(events)
+            return events
+
+        def session_commands() -> list[SessionCommand]:
+            token = self._token(sid)
+            commands: list[SessionCommand] = []
+            if receipt is not None:
+                commands.append(
+                    RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
+                )
+            commands.append(
+                RecordWriteBack(
+                    lease=token,
+                    turn_id=envelope.turn_id,
+                    accepted=tuple(note.result.accepted),
+                    rejected=tuple(note.result.rejected),
+                )
+            )
+            if complete:
+                snapshot = SnapshotRef(
+                    kernel_seq=note.goal_head,
+                    workspace_revision=git_revision(workspace),
+                    host_artifact_digest=artifact_digest,
+                )
+                commands.append(
+                    CompleteTurn(lease=token, turn_id=envelope.turn_id, snapshot=snapshot)
+                )
+            return commands
+
+        decide_and_append_many(
+            self._store,
+            [
+                self._goal_plan(session.goal_id, goal_events),
+                self._session_plan(sid, session_commands),
+            ],
+        )
+        return note.result
+
+    def complete(self, session: SessionState, envelope: TurnEnvelope, digest: str | None) -> None:
+        """``turn.completed`` alone, after effects settled."""
+        sid = session.session_id
+        snapshot = SnapshotRef(
+            kernel_seq=self._store.head(goal_stream(session.goal_id)),
+            workspace_revision=git_revision(Path(session.workspace)),
+            host_artifact_digest=digest,
+        )
+        done = CompleteTurn(lease=self._token(sid), turn_id=envelope.turn_id, snapshot=snapshot)
+        decide_and_append_many(self._store, [self._session_plan(sid, lambda: [done])])
+
+    # --- plans -------------------------------------------------------------------------
+
+    def _goal_plan(
+        self, goal_id: str, decide_goal: Callable[[GoalState, datetime], Sequence[GoalEvent]]
+    ) -> StreamPlan[GoalState, GoalEvent]:
+        def plan(state: GoalState | None) -> Sequence[GoalEvent]:
+            if state is None:
+                raise NotFound(f"goal {goal_id!r} not found", reason="goal_not_found")
+            return decide_goal(state, self._clock())
+
+        return StreamPlan(GOAL_CODEC, goal_stream(goal_id), plan, index_entries)
+
+    def _session_plan(
+        self, sid: str, commands: Callable[[], Sequence[SessionCommand]]
+    ) -> StreamPlan[SessionState, SessionEvent]:
+        def plan(state: SessionState | None) -> Sequence[SessionEvent]:
+            now = self._clock()
+            events: list[SessionEvent] = []
+            for command in commands():
+                decided = decide_session(state, command, now)
+                for event in decided:
+                    state = evolve_session(state, event)
+                events.extend(decided)
+            return events
+
+        return StreamPlan(SESSION_CODEC, session_stream(sid), plan, session_index)
