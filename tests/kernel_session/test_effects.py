@@ -278,3 +278,14 @@ def test_readback_values_are_bounded() -> None:
     with pytest.raises(ValidationError):
         EffectReadback(status="applied", value="x" * 9_000)
     assert EffectReadback(status="applied", value="x" * 8_000).value
+
+
+def test_stop_is_refused_while_an_effect_outcome_is_open() -> None:
+    from turnkeeper.errors import FailedPrecondition
+    from turnkeeper.kernel.session import SetStatus
+
+    h = written_back([HTTP])
+    h.run(intend(h))
+    h.rejects(SetStatus(lease=h.token, action="stop"), FailedPrecondition, "effects_open")
+    h.run(resolve(h))
+    assert h.run(SetStatus(lease=h.token, action="stop"))  # settled: the stop may abandon

@@ -27,9 +27,11 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def print_json(value: Any) -> None:
+def print_json(value: Any, *, one_line: bool = False) -> None:
     # Plain stdout, not Rich: machine output must not be wrapped or coloured.
-    sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=True) + "\n")
+    # ``one_line`` keeps a stream of JSON lines (``run --json``) parseable line by line.
+    text = json.dumps(to_jsonable(value), indent=None if one_line else 2, sort_keys=True)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -133,9 +133,12 @@ def run(
         with stop_on_signals(controller):
             summary = controller.run(ids)
     if as_json:
-        print_json(
-            {"turns": summary.turns, "failed_turns": summary.failed_turns, "stops": summary.stops}
-        )
+        summary_json = {
+            "turns": summary.turns,
+            "failed_turns": summary.failed_turns,
+            "stops": summary.stops,
+        }
+        print_json(summary_json, one_line=True)  # the last of run's JSON lines
     else:
         console.print(f"ran {summary.turns} turns ({summary.failed_turns} failed)")
         for sid, why in summary.stops.items():

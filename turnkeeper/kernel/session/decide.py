@@ -139,6 +139,15 @@ def _set_status(state: SessionState, command: cmd.SetStatus, now: datetime) -> l
         )
     out: list[SessionEvent] = []
     if command.action == "stop" and turn is not None:
+        open_effects = [e.effect_id for e in turn.effects if e.outcome == "open"]
+        if open_effects:
+            # Abandoning now would forget an effect that may have been applied: its
+            # outcome must be read back (by `run`) before the turn may end.
+            raise FailedPrecondition(
+                "the turn in flight has effects whose outcome is not recorded yet",
+                reason="effects_open",
+                details={"effect_ids": open_effects},
+            )
         reason = (
             f"stopped by operator: {command.reason}" if command.reason else "stopped by operator"
         )
