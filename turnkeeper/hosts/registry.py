@@ -28,6 +28,8 @@ _BUILTINS = {
     "subprocess": "turnkeeper.hosts.subprocess_host:SubprocessHost",
     "python": "turnkeeper.hosts.python_host:PythonHost",
     "scripted": "turnkeeper.hosts.scripted:ScriptedHost",
+    "codex": "turnkeeper.hosts.codex:CodexHost",
+    "claude": "turnkeeper.hosts.claude:ClaudeHost",
 }
 
 

@@ -16,6 +16,10 @@ shell command the agent runs, and Linux caps one variable at 128 KiB.
 ``resume_command`` is used instead of ``command`` when the request carries a
 ``host_session_handle`` (e.g. ``codex exec resume --json {handle} {instructions}``).
 
+A host built on :func:`spawn` may pass a :class:`RunAdapter` that translates each
+parsed ``jsonl`` line into turnkeeper events and refines the final outcome (the Codex
+CLI and Claude Code hosts do: see :mod:`turnkeeper.hosts._agent_cli`).
+
 The process gets ``TURNKEEPER_TURN_ID`` / ``_SESSION_ID`` / ``_ATTEMPT`` on top of the
 inherited environment and runs in a session of its own, so it can be ended as a
 tree and found by marker after a control-plane crash.
@@ -32,7 +36,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -89,6 +93,21 @@ class SubprocessHostConfig(BaseModel):
     drain_seconds: float = Field(default=2.0, ge=0)
     stderr_tail_bytes: int = Field(default=65536, ge=0)
     max_line_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+
+
+class RunAdapter(Protocol):
+    """Optional per-run hooks for a host built on :func:`spawn` (e.g. an agent CLI).
+
+    ``translate`` maps one parsed ``jsonl`` line ``(kind, data)`` to the host events
+    it stands for (none, one or several); ``finish`` may refine the outcome once the
+    process has ended (add to the result, or turn a success into a typed failure).
+    Both run on the run's own threads; an exception in either becomes a ``protocol``
+    failure of the turn, never a dead reader thread.
+    """
+
+    def translate(self, kind: str, data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]: ...
+
+    def finish(self, outcome: HostOutcome) -> HostOutcome: ...
 
 
 def validate_config(model: type[BaseModel], *layers: dict[str, Any]) -> Any:
@@ -163,6 +182,7 @@ def spawn(
     cfg: SubprocessHostConfig,
     *,
     stdin_request: dict[str, Any] | None = None,
+    adapter: RunAdapter | None = None,
 ) -> SubprocessRun:
     """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
     template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
@@ -194,7 +214,7 @@ def spawn(
             ) from None
         process_tree.register_owned_child(proc.pid)
     identity = process_tree.identify(proc.pid, request.turn_id)
-    return SubprocessRun(request, cfg, proc, identity, stdin_data)
+    return SubprocessRun(request, cfg, proc, identity, stdin_data, adapter)
 
 
 class SubprocessRun:
@@ -207,8 +227,10 @@ class SubprocessRun:
         proc: subprocess.Popen[bytes],
         identity: ProcessIdentity,
         stdin_data: bytes | None,
+        adapter: RunAdapter | None = None,
     ) -> None:
         self.request = request
+        self._adapter = adapter
         self._cfg = cfg
         self._proc = proc
         self._identity = identity
@@ -317,8 +339,19 @@ class SubprocessRun:
         except ProtocolError as exc:
             self._protocol_error(str(exc), line)
             return
-        if parsed is not None:
+        if parsed is None:
+            return
+        if self._adapter is None:
             self._event(*parsed)
+            return
+        try:
+            translated = self._adapter.translate(*parsed)
+        except Exception as exc:  # an adapter bug must not kill the reader thread
+            log.exception("turn %s: translating a host event failed", self.request.turn_id)
+            self._protocol_error(f"cannot translate {parsed[0]!r} event: {exc!r}", line)
+            return
+        for kind, data in translated:
+            self._event(kind, data)
 
     def _protocol_error(self, message: str, line: bytes) -> None:
         self._malformed.append(message)
@@ -358,7 +391,19 @@ class SubprocessRun:
             self._stop_io.set()
             self._io.join()
         process_tree.unregister_owned_child(self._proc.pid)
-        self._outcome = self._build_outcome(returncode, stragglers)
+        outcome = self._build_outcome(returncode, stragglers)
+        if self._adapter is not None:
+            try:
+                outcome = self._adapter.finish(outcome)
+            except Exception as exc:
+                log.exception("turn %s: finishing the host outcome failed", turn_id)
+                failed = outcome.model_dump() | {
+                    "status": HostStatus.FAILED,
+                    "error_kind": HostErrorKind.PROTOCOL,
+                    "message": f"host adapter could not finish the turn: {exc!r}",
+                }
+                outcome = HostOutcome.model_validate(failed)
+        self._outcome = outcome
         self._log.close()
         self._done.set()
 

@@ -103,6 +103,14 @@ def _spawn_failure(error: TurnkeeperError) -> HostOutcome:
     )
 
 
+def _artifact_digest(result: dict[str, Any]) -> str | None:
+    """The digest of the host session artifact (an agent CLI's session file) the host
+    reported, recorded in the turn's snapshot so a later revert can check its copy."""
+    artifact = result.get("host_artifact")
+    digest = artifact.get("sha256") if isinstance(artifact, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
 def new_turn_id() -> str:
     return f"turn-{uuid.uuid4().hex[:16]}"
 
@@ -257,8 +265,9 @@ class TurnDriver:
         sid = session.session_id
         token = self._token(sid)
         if outcome.status.value == "succeeded":
+            result = dict(outcome.result or {})
             receipt: ReceiptSuccess | ReceiptFailure = ReceiptSuccess(
-                result=dict(outcome.result or {}), host_artifact_digest=None
+                result=result, host_artifact_digest=_artifact_digest(result)
             )
         else:
             current = self._sessions.load(sid)

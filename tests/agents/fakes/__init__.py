@@ -1,0 +1,33 @@
+"""Fake model servers on 127.0.0.1 that real agent CLIs talk to, offline.
+
+Each test starts its own server on a free port. Replies are scripted by
+:class:`Rule`: the rule whose ``match`` occurs in the conversation's latest user
+prompt answers, with its reply number *n* where *n* is how many tool results
+followed that prompt (so a resumed conversation starts again at its new prompt).
+"""
+
+from tests.agents.fakes._server import (
+    FakeModelServer,
+    Malformed,
+    RecordedRequest,
+    Reply,
+    Rule,
+    Shell,
+    Stall,
+    Text,
+)
+from tests.agents.fakes.anthropic_messages import FakeAnthropicServer
+from tests.agents.fakes.openai_responses import FakeResponsesServer
+
+__all__ = [
+    "FakeAnthropicServer",
+    "FakeModelServer",
+    "FakeResponsesServer",
+    "Malformed",
+    "RecordedRequest",
+    "Reply",
+    "Rule",
+    "Shell",
+    "Stall",
+    "Text",
+]

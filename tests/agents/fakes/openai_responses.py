@@ -1,0 +1,119 @@
+"""A fake OpenAI Responses API (``POST /v1/responses``, SSE) for Codex CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from tests.agents.fakes._server import (
+    FakeModelServer,
+    Malformed,
+    Reply,
+    Shell,
+    Stall,
+    Text,
+    sse,
+)
+
+USAGE = {
+    "input_tokens": 120,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 12,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 132,
+}
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+
+
+class FakeResponsesServer(FakeModelServer):
+    def is_model_call(self, method: str, path: str) -> bool:
+        return method == "POST" and path.rstrip("/").endswith("/responses")
+
+    def other(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            return 200, {"object": "list", "data": []}
+        return super().other(method, path)
+
+    def conversation(self, body: dict[str, Any]) -> tuple[str | None, int, bool]:
+        items = body.get("input")
+        if not isinstance(items, list):
+            return None, 0, True
+        prompt, at = None, -1
+        for n, item in enumerate(items):
+            if not isinstance(item, dict) or item.get("role") != "user":
+                continue
+            text = _item_text(item).strip()
+            # Codex injects context (environment, AGENTS.md, ...) as XML-ish user items.
+            if text and not text.startswith("<") and not text.startswith("# AGENTS.md"):
+                prompt, at = text, n
+        if prompt is None:
+            return None, 0, True
+        step = sum(
+            1
+            for item in items[at + 1 :]
+            if isinstance(item, dict) and item.get("type") == "function_call_output"
+        )
+        return prompt, step, False
+
+    def stream(self, reply: Reply, body: dict[str, Any]) -> Iterator[bytes]:
+        rid = self.next_id("resp")
+        yield sse(
+            "response.created",
+            {"type": "response.created", "response": {"id": rid, "status": "in_progress"}},
+        )
+        if isinstance(reply, Stall):
+            yield b""
+            reply = reply.then
+        if isinstance(reply, Malformed):
+            yield f"event: response.output_item.done\ndata: {reply.garbage}\n\n".encode()
+            yield b"data: [garbage without an event]\n\n"
+            return  # and no response.completed
+        if isinstance(reply, Text):
+            item: dict[str, Any] = {
+                "type": "message",
+                "role": "assistant",
+                "id": self.next_id("msg"),
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        else:
+            assert isinstance(reply, Shell)
+            item = {
+                "type": "function_call",
+                "id": self.next_id("fc"),
+                "call_id": self.next_id("call"),
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": reply.command}),
+                "status": "completed",
+            }
+        yield sse(
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": item,
+            },
+        )
+        yield sse(
+            "response.output_item.done",
+            {
+                "type": "response.output_item.done",
+                "output_index": 0,
+                "item": item,
+            },
+        )
+        yield sse(
+            "response.completed",
+            {
+                "type": "response.completed",
+                "response": {"id": rid, "status": "completed", "usage": USAGE},
+            },
+        )

@@ -1,0 +1,293 @@
+"""Host kind ``claude``: Anthropic Claude Code (``claude -p --output-format stream-json``).
+
+A turn runs ``claude -p --output-format stream-json --verbose [--model M]
+[--permission-mode P] [--allowedTools=...] --session-id <uuid>`` in the worktree with
+the instructions on stdin; a later turn of the same session runs ``... --resume
+<session id>``. The session id is chosen up front — derived from the turn id, so it
+can be recomputed — and confirmed by the CLI's ``system/init.session_id``; it is the
+host session handle. Example host config (all keys optional)::
+
+    {
+      "binary": "claude",                 # default: claude on PATH, else the install cache
+      "model": "claude-sonnet-4-5",       # default: the user's settings
+      "permission_mode": "acceptEdits",   # --permission-mode; null: the user's settings
+      "allowed_tools": ["Bash(pytest:*)", "Bash(git status)"],   # --allowedTools
+      "config_dir": "~/.claude-work",     # sets CLAUDE_CONFIG_DIR; default: inherited
+      "env": {"ANTHROPIC_API_KEY": "..."},
+      "evidence": {"t-tests": [{"key": "tests", "command": "pytest -q"}]}
+    }
+
+Defaults are the safe ones for unattended turns: ``acceptEdits`` (file edits inside
+the worktree are accepted; other shell commands and anything outside the worktree
+are refused — reported as ``permission_denials`` in the result — unless
+``allowed_tools`` lists them, e.g. ``"Bash"`` or ``"Bash(make test:*)"``) and no
+``--dangerously-skip-permissions`` (opt in with ``skip_permissions``; as root the
+CLI also wants ``IS_SANDBOX=1``). ``DISABLE_AUTOUPDATER=1`` is set unless the user
+set it, so a turn never updates the CLI under the control plane. API keys,
+``ANTHROPIC_BASE_URL``, settings files and ``CLAUDE_CONFIG_DIR`` come from the
+user's own environment, untouched.
+
+The session file (host session artifact) is
+``$CLAUDE_CONFIG_DIR/projects/<worktree path with non-alphanumerics as '-'>/<id>.jsonl``
+(``~/.claude`` by default): see :func:`session_artifact`. Observed on 2.1.197: a
+SIGKILL may leave the last tool call out of that file (a resume drops it), and
+Claude Code keeps running, with its commands, when the control plane dies.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from turnkeeper.hosts._agent_cli import (
+    AgentCliConfig,
+    CliAdapter,
+    Event,
+    SessionFiles,
+    env_value,
+    merged_env,
+    resolve_binary,
+    start_cli,
+    tail,
+)
+from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.hosts.subprocess_host import SubprocessRun, validate_config
+
+_SESSION_NAMESPACE = uuid.UUID("5b0e3f55-8a57-4d43-9d38-5f7c1b0e7a11")
+_EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)")
+
+
+class ClaudeHostConfig(AgentCliConfig):
+    permission_mode: Literal["default", "acceptEdits", "plan", "bypassPermissions"] | None = (
+        "acceptEdits"
+    )
+    allowed_tools: list[str] = Field(default_factory=list)
+    disallowed_tools: list[str] = Field(default_factory=list)
+    skip_permissions: bool = False
+    max_turns: int | None = Field(default=None, gt=0)
+    config_dir: str | None = None
+
+
+def config_dir(cfg: ClaudeHostConfig) -> Path:
+    if cfg.config_dir:
+        return Path(cfg.config_dir).expanduser()
+    value = env_value(cfg, "CLAUDE_CONFIG_DIR")
+    return Path(value).expanduser() if value else Path.home() / ".claude"
+
+
+def project_dir_name(workspace: Path) -> str:
+    """How Claude Code names a working directory's folder under ``projects/``."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(workspace))
+
+
+def session_artifact(
+    config: Mapping[str, Any], handle: str, workspace: Path | None = None
+) -> Path | None:
+    """The transcript of Claude Code session ``handle`` under the host config, or None.
+
+    With ``workspace`` the expected project folder is tried first; otherwise (or if
+    it is not there) every project folder is searched: session ids are UUIDs.
+    """
+    cfg: ClaudeHostConfig = validate_config(ClaudeHostConfig, dict(config))
+    return _find_transcript(cfg, handle, workspace)
+
+
+def _find_transcript(cfg: ClaudeHostConfig, handle: str, workspace: Path | None) -> Path | None:
+    projects = config_dir(cfg) / "projects"
+    if workspace is not None:
+        for ws in dict.fromkeys((workspace, workspace.resolve())):
+            candidate = projects / project_dir_name(ws) / f"{handle}.jsonl"
+            if candidate.is_file():
+                return candidate
+    found = sorted(projects.glob(f"*/{glob.escape(handle)}.jsonl"))
+    return found[0] if found else None
+
+
+def session_id_for(turn_id: str) -> str:
+    """The Claude Code session id a fresh turn starts (a UUID derived from the turn id)."""
+    return str(uuid.uuid5(_SESSION_NAMESPACE, turn_id))
+
+
+def build_command(
+    cfg: ClaudeHostConfig, request: TurnRequest, binary: Path, session_id: str
+) -> list[str]:
+    args = [str(binary), "-p", "--output-format", "stream-json", "--verbose"]
+    if cfg.model:
+        args += ["--model", cfg.model]
+    if cfg.permission_mode:
+        args += ["--permission-mode", cfg.permission_mode]
+    # With "=": a variadic option would otherwise swallow what follows it.
+    if cfg.allowed_tools:
+        args.append(f"--allowedTools={','.join(cfg.allowed_tools)}")
+    if cfg.disallowed_tools:
+        args.append(f"--disallowedTools={','.join(cfg.disallowed_tools)}")
+    if cfg.skip_permissions:
+        args.append("--dangerously-skip-permissions")
+    if cfg.max_turns is not None:
+        args += ["--max-turns", str(cfg.max_turns)]
+    if request.host_session_handle:
+        args += ["--resume", request.host_session_handle]
+    else:
+        args += ["--session-id", session_id]
+    return args + cfg.extra_args  # the prompt comes on stdin
+
+
+class ClaudeAdapter(CliAdapter):
+    cli = "claude"
+
+    def __init__(self, cfg: ClaudeHostConfig, request: TurnRequest, session_id: str) -> None:
+        workspace = request.workspace
+        files = SessionFiles(
+            find=lambda handle: _find_transcript(cfg, handle, workspace),
+            expected=lambda handle: str(
+                config_dir(cfg) / "projects" / project_dir_name(workspace) / f"{handle}.jsonl"
+            ),
+        )
+        super().__init__(cfg, request, files)
+        self.session_id = session_id
+        self._bash: dict[str, str] = {}  # tool_use id -> command
+        self._tools: dict[str, str] = {}  # tool_use id -> tool name
+
+    def translate(self, kind: str, data: dict[str, Any]) -> list[Event]:
+        if kind == "system" and data.get("subtype") == "init":
+            return [
+                *self.bind(data.get("session_id"), self.session_id),
+                ("turn.started", {"model": data.get("model"), "cwd": data.get("cwd")}),
+            ]
+        if kind == "assistant":
+            return self._assistant(data)
+        if kind == "user":
+            return self._tool_results(data)
+        if kind == "result":
+            return self._result(data)
+        if kind == "stream_event":
+            return []
+        return [(f"claude.{kind}", data)]
+
+    def _assistant(self, data: dict[str, Any]) -> list[Event]:
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        out: list[Event] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            type_ = block.get("type")
+            if type_ == "text":
+                text = str(block.get("text") or "")
+                if data.get("error"):  # an API error the CLI shows as a message
+                    out.append(self.error(f"claude: {text}", False))
+                else:
+                    out.append(self.message(text))
+            elif type_ == "thinking":
+                out.append(("reasoning", {"text": block.get("thinking")}))
+            elif type_ == "tool_use":
+                tid = str(block.get("id"))
+                name = str(block.get("name"))
+                args = block.get("input") if isinstance(block.get("input"), dict) else {}
+                if name == "Bash":
+                    command = str((args or {}).get("command", ""))
+                    self._bash[tid] = command
+                    out.append(("command.started", {"id": tid, "command": command}))
+                else:
+                    self._tools[tid] = name
+                    text = tail(json.dumps(args), self.cfg.max_output_chars)
+                    out.append(("tool.started", {"id": tid, "name": name, "input": text}))
+        return out
+
+    def _tool_results(self, data: dict[str, Any]) -> list[Event]:
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        out: list[Event] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            tid = str(block.get("tool_use_id"))
+            text = _text_of(block.get("content"))
+            is_error = block.get("is_error") is True
+            if tid in self._bash:
+                match = _EXIT_CODE.match(text) if is_error else None
+                exit_code = int(match.group(1)) if match else (None if is_error else 0)
+                event = {
+                    "id": tid,
+                    "command": self._bash.pop(tid),
+                    "exit_code": exit_code,
+                    "status": "failed" if is_error else "completed",
+                    "output": tail(text, self.cfg.max_output_chars),
+                }
+                out.append(("command.completed", event))
+            else:
+                name = self._tools.pop(tid, None)
+                out.append(("tool.completed", {"id": tid, "name": name, "is_error": is_error}))
+        return out
+
+    def _result(self, data: dict[str, Any]) -> list[Event]:
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        out: list[Event] = [("usage", dict(usage or {}))]
+        text = str(data.get("result") or "")
+        if data.get("is_error") is True or data.get("subtype") != "success":
+            why = text or str(data.get("subtype"))
+            out.append(self.error(f"claude: {why}", True))
+            return out
+        if text:
+            self.message(text)  # the CLI's final answer is the summary
+        extra: dict[str, Any] = {
+            "num_turns": data.get("num_turns"),
+            "cost_usd": data.get("total_cost_usd"),
+        }
+        denials = data.get("permission_denials")
+        if isinstance(denials, list) and denials:
+            # Tools the permission settings refused: say so rather than fail silently.
+            extra["permission_denials"] = denials[:20]
+        out.append(self.result(usage, **extra))
+        return out
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b
+        )
+    return "" if content is None else str(content)
+
+
+class ClaudeHost:
+    """Host kind ``claude``; config: :class:`ClaudeHostConfig`."""
+
+    kind = "claude"
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self._config = dict(config or {})
+        validate_config(ClaudeHostConfig, self._config)
+
+    def config_for(self, request: TurnRequest | None = None) -> ClaudeHostConfig:
+        layers = [self._config] + ([request.host_config] if request is not None else [])
+        cfg: ClaudeHostConfig = validate_config(ClaudeHostConfig, *layers)
+        return cfg
+
+    def session_artifact(self, handle: str, workspace: Path | None = None) -> Path | None:
+        return _find_transcript(self.config_for(), handle, workspace)
+
+    def start(self, request: TurnRequest) -> SubprocessRun:
+        cfg = self.config_for(request)
+        binary = resolve_binary(cfg.binary, "claude")
+        session_id = request.host_session_handle or session_id_for(request.turn_id)
+        updater = None if env_value(cfg, "DISABLE_AUTOUPDATER") else "1"
+        env = merged_env(
+            cfg,
+            {
+                "CLAUDE_CONFIG_DIR": str(config_dir(cfg)) if cfg.config_dir else None,
+                "DISABLE_AUTOUPDATER": updater,
+            },
+        )
+        adapter = ClaudeAdapter(cfg, request, session_id)
+        args = build_command(cfg, request, binary, session_id)
+        return start_cli(request, cfg, args, env, adapter)
