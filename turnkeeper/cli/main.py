@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from turnkeeper.cli import maintenance, sessions
+from turnkeeper.cli import chaos, maintenance, sessions
 from turnkeeper.cli.demo import demo
 from turnkeeper.cli.goals import goal_app, todo_app
 from turnkeeper.cli.watch import evidence_app, gate_app, monitor_app
@@ -25,6 +25,7 @@ app.command()(maintenance.propose)
 app.command()(sessions.run)
 app.command()(sessions.recover)
 app.command()(demo)
+app.command()(chaos.chaos)
 app.add_typer(sessions.session_app, name="session")
 app.add_typer(goal_app, name="goal")
 app.add_typer(todo_app, name="todo")

@@ -1,0 +1,125 @@
+"""``turnkeeper chaos``: SIGKILL the real control plane everywhere, and check it recovers."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+from types import TracebackType
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+
+from turnkeeper.chaos.harness import ChaosConfig, ModeChoice, run_chaos
+from turnkeeper.chaos.report import render
+from turnkeeper.chaos.scenarios import Mode, ScenarioResult
+from turnkeeper.cli.context import JsonOption, handles_errors
+from turnkeeper.cli.output import console, err_console, print_json
+
+VIOLATIONS_EXIT_CODE = 11
+_MODES: dict[str, ModeChoice] = {
+    "enumerated": "enumerated",
+    "random": "random",
+    "host-faults": "host-faults",
+    "all": "all",
+}
+_LABELS = {"enumerated": "crash points", "random": "random kills", "host-faults": "host faults"}
+
+
+class _Display:
+    """A progress bar per mode on stderr; one line per scenario when not a terminal."""
+
+    def __init__(self, out: Console) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+        self._live = out.is_terminal
+        self._bar = RichProgress(
+            TextColumn("{task.description:>13}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=out,
+            disable=not self._live,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> _Display:
+        self._bar.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._bar.stop()
+
+    def planned(self, mode: Mode, total: int) -> None:
+        with self._lock:
+            self._tasks[mode] = self._bar.add_task(_LABELS[mode], total=total)
+
+    def advance(self, mode: Mode, amount: int = 1) -> None:
+        with self._lock:
+            self._bar.advance(self._tasks[mode], amount)
+
+    def scenario_done(self, result: ScenarioResult) -> None:
+        verdict = "ok" if result.ok else f"{len(result.violations)} VIOLATIONS"
+        hits = f" at {', '.join(result.crash_points)}" if result.crash_points else ""
+        line = (
+            f"[{result.mode}] {result.name}: {verdict} - {result.kills} kills{hits}, "
+            f"{result.facts.turns} turns, {result.facts.effects_applied} effects, "
+            f"{result.seconds:.1f}s"
+        )
+        with self._lock:
+            style = "dim" if result.ok else "red"
+            self._out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+@handles_errors
+def chaos(
+    mode: str = typer.Option(
+        "all", help="enumerated (every crash point), random, host-faults, or all."
+    ),
+    kills: int = typer.Option(20, help="Random mode: SIGKILLs at random moments, in total."),
+    seed: int = typer.Option(-1, help="Random mode's seed (default: a new one, printed)."),
+    workers: int = typer.Option(2, help="Scenarios run side by side, in threads."),
+    keep: bool = typer.Option(False, "--keep", help="Keep every scenario's directory."),
+    time_limit: float = typer.Option(3600.0, help="Random mode starts no kill after this (s)."),
+    directory: Path | None = typer.Option(
+        None, "--dir", help="Where scenario directories go (default: a new temp dir)."
+    ),
+    only: list[str] = typer.Option([], help="Run only these fixed scenarios (by name)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """SIGKILL the real control plane at every crash point and at random moments, fail
+    its agent hosts, and check invariants 1-5 after every scenario.
+
+    Exit code 0 when nothing was violated, 11 when anything was.
+    """
+    chosen = _MODES.get(mode)
+    if chosen is None:
+        raise typer.BadParameter(f"unknown mode {mode!r}", param_hint="--mode")
+    config = ChaosConfig(
+        mode=chosen,
+        kills=kills,
+        seed=seed if seed >= 0 else random.randrange(1, 1_000_000),
+        workers=workers,
+        keep=keep,
+        base_dir=directory,
+        time_limit=time_limit,
+        only=tuple(only),
+    )
+    config.validate()
+    err_console.print(
+        f"[bold]turnkeeper chaos[/] mode={config.mode} kills={config.kills} "
+        f"seed={config.seed} workers={config.workers}",
+        highlight=False,
+    )
+    with _Display(err_console) as display:
+        report = run_chaos(config, display)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        render(report, console)
+    if not report.ok:
+        raise typer.Exit(VIOLATIONS_EXIT_CODE)
