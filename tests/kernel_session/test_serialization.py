@@ -63,6 +63,11 @@ from turnkeeper.kernel.session import (
     evolve_session,
     fold_session,
 )
+from turnkeeper.kernel.session.commands import (
+    BeginOperation,
+    FinishOperation,
+    RecordOperationStep,
+)
 
 
 def _report() -> RecoveryReport:
@@ -143,6 +148,22 @@ def every_kind_of_event() -> Harness:
     h.run(RenewLease(lease=h.token, expires_at=at(7200)))
     h.run(ReleaseLease(lease=h.token))
     h.run(AcquireLease(owner=OWNER, expires_at=at(7200)))
+    # A crashed session reverted through a durable operation (joined once).
+    h.run(SetStatus(lease=h.token, action="mark_crashed"))
+    for request_id in ("r1", "r2"):
+        h.run(
+            BeginOperation(
+                lease=h.token,
+                request_id=request_id,
+                kind="revert",
+                payload_digest="p",
+                executor=OWNER,
+                lease_expires_at=at(7200),
+                expected_generation=h.s.generation,
+            )
+        )
+    h.run(RecordOperationStep(lease=h.token, request_id="r1", executor=OWNER, step="restored"))
+    h.run(FinishOperation(lease=h.token, request_id="r1", executor=OWNER, generation=1))
     return h
 
 

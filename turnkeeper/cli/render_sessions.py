@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.table import Table
 
@@ -16,6 +17,7 @@ _STATUS = {
     "suspended": "dim",
     "crashed": "red",
     "closed": "green",
+    "deleted": "dim",
 }
 
 
@@ -100,5 +102,24 @@ def render_session_list(states: Sequence[SessionState]) -> None:
             str(s.counters.turns_lost),
             str(s.counters.turns_failed),
             s.in_flight.envelope.turn_id if s.in_flight else "-",
+        )
+    console.print(table)
+
+
+def render_snapshots(session_id: str, rows: Sequence[dict[str, Any]]) -> None:
+    table = Table(title=f"snapshots of session {session_id}")
+    for column in ("turn", "completed", "commit", "tree", "artifact", "kept"):
+        table.add_column(column)
+    for row in rows:
+        commit = row.get("workspace_commit") or "-"
+        tree = row.get("workspace_tree") or "-"
+        digest = row.get("host_artifact_digest") or "-"
+        table.add_row(
+            str(row["turn_id"]),
+            str(row["completed_at"])[:19],
+            commit[:12],
+            tree[:12],
+            digest[:12],
+            "yes" if row["retained"] else "pruned",
         )
     console.print(table)

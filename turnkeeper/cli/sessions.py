@@ -10,14 +10,16 @@ import typer
 
 from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_arg
 from turnkeeper.cli.output import console, print_json
-from turnkeeper.cli.render_sessions import render_session, render_session_list
+from turnkeeper.cli.render_sessions import render_session, render_session_list, render_snapshots
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.hosts import load_host
 from turnkeeper.kernel.session import SetStatus
 from turnkeeper.runtime.controller import Controller, ControllerConfig, stop_on_signals
 from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.operations import OperationResult, Operations
 from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.snapshots import session_refs
 
 session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
 
@@ -106,6 +108,112 @@ def session_stop(
         print_json(done.state)
     else:
         console.print(f"stopped session [bold]{sid}[/]")
+
+
+@session_app.command("snapshots")
+@handles_errors
+def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
+    """The session's snapshots, oldest first: one per completed turn, while retained."""
+    with open_project_store() as (_, store):
+        sessions = SessionService(store)
+        sid = sessions.resolve_id(session_id)
+        state = sessions.load(sid)
+        completed = sessions.completed_turns(sid)
+    retained = {ref for ref, _ in session_refs(Path(state.workspace), sid)}
+    rows = [
+        {
+            "turn_id": event.turn_id,
+            "completed_at": event.at.isoformat(),
+            "retained": event.snapshot.snapshot_ref in retained,
+            **event.snapshot.model_dump(mode="json"),
+        }
+        for event in completed
+    ]
+    if as_json:
+        print_json({"session_id": sid, "snapshots": rows})
+    else:
+        render_snapshots(sid, rows)
+
+
+@session_app.command("crash")
+@handles_errors
+def session_crash(
+    session_id: str,
+    reason: str = typer.Option("marked crashed by operator", help="Recorded with the mark."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Mark a session crashed (an operator's call): `session revert` can then restore it."""
+    with open_project_store() as (_, store):
+        controller = Controller(store)
+        sid = controller.sessions.resolve_id(session_id)
+        token = controller.acquire(sid)
+        try:
+            done = controller.sessions.execute(
+                sid, SetStatus(lease=token, action="mark_crashed", reason=reason)
+            )
+        finally:
+            controller.release(sid)
+    if as_json:
+        print_json(done.state)
+    else:
+        console.print(f"marked session [bold]{sid}[/] crashed")
+
+
+RequestIdOption = typer.Option(..., "--request-id", help="Client request id: a retry joins it.")
+
+
+@session_app.command("revert")
+@handles_errors
+def session_revert(
+    session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
+) -> None:
+    """Revert a crashed session to its last completed snapshot (workspace + host session)."""
+    with open_project_store() as (_, store):
+        done = Operations(store).revert(session_id, request_id)
+    _print_operation(done, as_json)
+
+
+@session_app.command("delete")
+@handles_errors
+def session_delete(
+    session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
+) -> None:
+    """Delete a session (superseding a pending revert) and its snapshots."""
+    with open_project_store() as (_, store):
+        done = Operations(store).delete(session_id, request_id)
+    _print_operation(done, as_json)
+
+
+def _print_operation(done: OperationResult, as_json: bool) -> None:
+    if as_json:
+        print_json(done.as_json())
+        return
+    state = done.session
+    console.print(
+        f"{done.result}: session [bold]{state.session_id}[/] is {state.status} "
+        f"(request {done.request_id})"
+    )
+
+
+operation_app = typer.Typer(
+    help="Durable session operations (revert, delete).", no_args_is_help=True
+)
+
+
+@operation_app.command("show")
+@handles_errors
+def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
+    """An operation by its request id: kind, session, status, steps and outcome."""
+    with open_project_store() as (_, store):
+        record = Operations(store).show(request_id)
+    if as_json:
+        print_json(record.as_json())
+        return
+    console.print(f"[bold]operation {record.request_id}[/]  {record.kind}  {record.status}")
+    console.print(f"  session {record.session_id}  generation {record.generation}")
+    if record.root_request_id != record.request_id:
+        console.print(f"  joined {record.root_request_id}")
+    console.print(f"  steps {', '.join(record.steps) or '-'}  outcome {record.outcome or '-'}")
 
 
 @handles_errors

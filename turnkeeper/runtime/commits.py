@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from turnkeeper.errors import NotFound
+from turnkeeper.errors import NotFound, TurnkeeperError
 from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide
 from turnkeeper.kernel.session import (
     AcceptTurn,
@@ -36,7 +36,8 @@ from turnkeeper.kernel.session import (
 from turnkeeper.kernel.session.records import ReceiptSuccess, SnapshotRef
 from turnkeeper.runtime.goals import GOAL_CODEC, goal_stream, index_entries
 from turnkeeper.runtime.sessions import SESSION_CODEC, session_index, session_stream
-from turnkeeper.runtime.streams import StreamPlan, decide_and_append_many
+from turnkeeper.runtime.snapshots import artifact_path, capture
+from turnkeeper.runtime.streams import StreamPlan, decide_and_append_many, load_stream
 from turnkeeper.runtime.workspace import git_revision
 from turnkeeper.runtime.writeback import (
     PreparedWriteBack,
@@ -60,10 +61,12 @@ class TurnCommits:
         store: EventStore,
         clock: Callable[[], datetime],
         token: Callable[[str], LeaseToken],
+        retain: int | None = None,
     ):
         self._store = store
         self._clock = clock
         self._token = token
+        self._retain = retain  # snapshots kept per session (None: the default)
 
     def intent(
         self, session: SessionState, envelope: TurnEnvelope, claim: GoalProposal | None
@@ -87,12 +90,15 @@ class TurnCommits:
         receipt: ReceiptSuccess | None,
         complete: bool,
         artifact_digest: str | None,
+        artifact_path: str | None = None,
     ) -> WriteBackResult:
         """Write back (goal) and record it (session), with the receipt first when given
         and the completion last when ``complete``: one atomic, durable commit."""
         sid = session.session_id
         note = _WriteBackNote()
-        workspace = Path(session.workspace)
+        # The snapshot is taken before the commit that completes the turn: taking it
+        # inside the plan would redo git work on every optimistic retry.
+        snap = self._snapshot(sid, envelope, artifact_path) if complete else None
 
         def goal_events(state: GoalState, now: datetime) -> list[GoalEvent]:
             events, note.result = decide_write_back(state, prepared, envelope, now)
@@ -114,11 +120,12 @@ class TurnCommits:
                     rejected=tuple(note.result.rejected),
                 )
             )
-            if complete:
-                snapshot = SnapshotRef(
-                    kernel_seq=note.goal_head,
-                    workspace_revision=git_revision(workspace),
-                    host_artifact_digest=artifact_digest,
+            if snap is not None:
+                snapshot = snap.model_copy(
+                    update={
+                        "kernel_seq": note.goal_head,
+                        "host_artifact_digest": snap.host_artifact_digest or artifact_digest,
+                    }
                 )
                 commands.append(
                     CompleteTurn(lease=token, turn_id=envelope.turn_id, snapshot=snapshot)
@@ -134,16 +141,69 @@ class TurnCommits:
         )
         return note.result
 
-    def complete(self, session: SessionState, envelope: TurnEnvelope, digest: str | None) -> None:
+    def complete(
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        digest: str | None,
+        artifact_path: str | None = None,
+    ) -> None:
         """``turn.completed`` alone, after effects settled."""
         sid = session.session_id
-        snapshot = SnapshotRef(
-            kernel_seq=self._store.head(goal_stream(session.goal_id)),
-            workspace_revision=git_revision(Path(session.workspace)),
-            host_artifact_digest=digest,
+        snap = self._snapshot(sid, envelope, artifact_path)
+        snapshot = snap.model_copy(
+            update={
+                "kernel_seq": self._store.head(goal_stream(session.goal_id)),
+                "host_artifact_digest": snap.host_artifact_digest or digest,
+            }
         )
         done = CompleteTurn(lease=self._token(sid), turn_id=envelope.turn_id, snapshot=snapshot)
         decide_and_append_many(self._store, [self._session_plan(sid, lambda: [done])])
+
+    def _snapshot(
+        self, sid: str, envelope: TurnEnvelope, reported_artifact: str | None
+    ) -> SnapshotRef:
+        """Capture the workspace and host artifact for the turn about to complete."""
+        state, _ = load_stream(self._store, SESSION_CODEC, session_stream(sid))
+        if state is None:
+            raise NotFound(f"session {sid!r} not found", reason="session_not_found")
+        workspace = Path(state.workspace)
+        in_flight = state.in_flight
+        handle = (in_flight.host_session_handle if in_flight else None) or (
+            state.host_session_handle
+        )
+        artifact = artifact_path(
+            state.host_kind, state.host_config, handle, workspace, reported_artifact
+        )
+        base = SnapshotRef(
+            kernel_seq=0, workspace_revision=git_revision(workspace), host_artifact_digest=None
+        )
+        try:
+            snap = capture(
+                workspace,
+                sid,
+                envelope.turn_id,
+                state.counters.turns_completed + 1,
+                artifact,
+                retain=self._retain,
+            )
+        except (TurnkeeperError, OSError):
+            # A workspace git cannot snapshot (locked, corrupt) must not lose the turn's
+            # completion: the turn completes without a snapshot, and a revert to it is
+            # refused (FAILED_PRECONDITION) rather than restoring something else.
+            return base
+        if snap is None:
+            return base
+        return base.model_copy(
+            update={
+                "snapshot_ref": snap.ref,
+                "workspace_commit": snap.commit,
+                "workspace_tree": snap.tree,
+                "host_artifact_path": snap.artifact_path,
+                "host_artifact_copy": snap.artifact_copy,
+                "host_artifact_digest": snap.artifact_digest,
+            }
+        )
 
     # --- plans -------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from types import FrameType
 
 from turnkeeper.errors import Aborted, TurnkeeperError
@@ -29,6 +30,7 @@ from turnkeeper.kernel.session import (
     LeaseToken,
     RecoveryPolicy,
     ReleaseLease,
+    SessionState,
     SetStatus,
     Stop,
     decide_recovery,
@@ -39,6 +41,7 @@ from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
 from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.snapshots import sha256_file
 from turnkeeper.store.base import EventStore
 
 Progress = Callable[[str], None]
@@ -51,7 +54,7 @@ def controller_owner() -> str:
     return f"ctl:{socket.gethostname()}:{me.pid}:{me.start_time}"
 
 
-def _owner_is_dead(owner: str) -> bool:
+def owner_is_dead(owner: str) -> bool:
     parts = owner.split(":")
     if len(parts) != 4 or parts[0] != "ctl" or parts[1] != socket.gethostname():
         return False  # another machine's controller: only its lease expiry can tell
@@ -60,6 +63,26 @@ def _owner_is_dead(owner: str) -> bool:
         return False
     stat = process_tree.read_stat(int(pid))
     return stat is None or stat.start_time != int(start) or stat.dead
+
+
+def artifact_damage(session: SessionState) -> str | None:
+    """Why the host session artifact cannot be resumed (missing, or not what the last
+    snapshot recorded), or None. Checked only while the last turn is the completed
+    one: a later failed or lost turn may have legitimately written to it."""
+    last, end = session.last_completed, session.last_turn_end
+    if last is None or end is None or end.turn_id != last.turn_id:
+        return None
+    if session.in_flight is not None or session.recovery is not None:
+        return None
+    snap = last.snapshot
+    if snap.host_artifact_path is None or snap.host_artifact_digest is None:
+        return None
+    live = Path(snap.host_artifact_path)
+    if not live.is_file():
+        return "host_artifact_missing"
+    if sha256_file(live) != snap.host_artifact_digest:
+        return "host_artifact_digest_mismatch"
+    return None
 
 
 @dataclass
@@ -118,7 +141,7 @@ class Controller:
             )
         except Aborted as held:
             previous = str(held.details.get("owner", ""))
-            if held.reason != "lease_held" or not _owner_is_dead(previous):
+            if held.reason != "lease_held" or not owner_is_dead(previous):
                 raise
             self._progress(f"taking over the lease of dead controller {previous}")
             token = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
@@ -201,6 +224,13 @@ class Controller:
                 self.recovery.resolve_failed_turn(sid, decision.turn_id)
                 self._progress(f"session {sid[:8]}: resumed after failed turn {decision.turn_id}")
                 return None
+        damaged = artifact_damage(session)
+        if damaged is not None:
+            self.sessions.execute(
+                sid, SetStatus(lease=self.token(sid), action="mark_crashed", reason=damaged)
+            )
+            self._progress(f"session {sid[:8]}: crashed ({damaged})")
+            return "crashed"
         goal = self.goals.load(session.goal_id)
         plan = plan_next_turn(session, goal_view(goal, sid, now), now)
         if isinstance(plan, Stop):

@@ -34,6 +34,14 @@ RECOVERY_POINTS = (
     "recovery.reported",  # recovery report recorded
 )
 ALL_POINTS = TURN_POINTS + RECOVERY_POINTS
+# The steps of a revert (runtime/operations.py); not in ALL_POINTS, which the turn
+# loop reaches: a revert is its own command.
+REVERT_POINTS = (
+    "revert.observed",  # generation and runtime observed; nothing written
+    "revert.admitted",  # REVERT operation started, interrupted turn failed
+    "revert.restoring",  # workspace restored; host artifact not yet
+    "revert.restored",  # restore recorded durable; operation not finished
+)
 
 _hits: Counter[str] = Counter()
 

@@ -80,6 +80,8 @@ class DriverConfig:
     host_loader: HostLoader = load_host
     # How an effect provider kind becomes a provider (entry points by default).
     provider_loader: ProviderLoader = load_provider
+    # Snapshots kept per session (None: TURNKEEPER_SNAPSHOT_RETAIN or 20).
+    snapshot_retain: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,12 @@ def _artifact_digest(result: dict[str, Any]) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
+def _artifact_path(result: dict[str, Any]) -> str | None:
+    artifact = result.get("host_artifact")
+    path = artifact.get("path") if isinstance(artifact, dict) else None
+    return path if isinstance(path, str) else None
+
+
 def new_turn_id() -> str:
     return f"turn-{uuid.uuid4().hex[:16]}"
 
@@ -128,7 +136,9 @@ class TurnDriver:
         self._token = token  # the lease this controller holds on a session
         self._config = config or DriverConfig()
         self._effects = EffectRunner(sessions, goals, token, self._config.provider_loader)
-        self._commits = TurnCommits(sessions.store, sessions.now, token)
+        self._commits = TurnCommits(
+            sessions.store, sessions.now, token, retain=self._config.snapshot_retain
+        )
 
     # --- one turn -------------------------------------------------------------------
 
@@ -300,6 +310,7 @@ class TurnDriver:
                 receipt=receipt,
                 complete=True,
                 artifact_digest=receipt.host_artifact_digest,
+                artifact_path=_artifact_path(receipt.result),
             )
             crash_point("completed")
         else:
@@ -337,6 +348,8 @@ class TurnDriver:
             finally:
                 stop.set()
                 keeper.join()
-        self._commits.complete(session, envelope, receipt.host_artifact_digest)
+        self._commits.complete(
+            session, envelope, receipt.host_artifact_digest, _artifact_path(receipt.result)
+        )
         crash_point("completed")
         return effects

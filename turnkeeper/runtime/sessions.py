@@ -20,7 +20,7 @@ from turnkeeper.kernel.session import (
     evolve_session,
     fold_session,
 )
-from turnkeeper.kernel.session.events import ReceiptRecorded, TurnAccepted
+from turnkeeper.kernel.session.events import ReceiptRecorded, TurnAccepted, TurnCompleted
 from turnkeeper.runtime.codec import StreamCodec
 from turnkeeper.runtime.goals import utc_now
 from turnkeeper.runtime.streams import Appended, decide_and_append, load_stream
@@ -61,6 +61,11 @@ def session_index(events: Sequence[SessionEvent]) -> list[IndexEntry]:
             entries.append(IndexEntry(entity_id=event.session_id, entity_kind="session"))
         elif event.type == "turn.accepted":
             entries.append(IndexEntry(entity_id=event.envelope.turn_id, entity_kind="turn"))
+        elif event.type == "operation.started" or (
+            event.type == "operation.joined" and event.request_id != event.joined
+        ):
+            # A request id names its operation's session (`operation show ID`, retries).
+            entries.append(IndexEntry(entity_id=event.request_id, entity_kind="operation"))
     return entries
 
 
@@ -161,3 +166,11 @@ class SessionService:
             else:
                 upper, step = lower, step * 2
         raise NotFound(f"turn {turn_id!r} has no receipt", reason="no_receipt")
+
+    def completed_turns(self, session_id: str) -> tuple[TurnCompleted, ...]:
+        """Every ``turn.completed`` of the session, oldest first: the snapshot history
+        (which of them are still retained is for git to say, see runtime/snapshots.py)."""
+        self.load(session_id)  # NOT_FOUND for an unknown session
+        records = self._store.read_stream(session_stream(session_id))
+        events = (SESSION_CODEC.decode_event(r) for r in records if r.type == "turn.completed")
+        return tuple(e for e in events if isinstance(e, TurnCompleted))

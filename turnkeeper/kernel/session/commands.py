@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session._operation_model import OperationKind, OperationStep
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import TurnEnvelope
 from turnkeeper.kernel.session.events import MAX_HOST_EVENTS_PER_BATCH, StatusAction
@@ -191,6 +192,40 @@ class ReportUnboundTurn(_Fenced):
     detail: ShortText = ""
 
 
+class BeginOperation(_Fenced):
+    """Start (or join) a durable delete / revert. ``payload_digest`` names what was asked
+    (same request id, other payload: ALREADY_EXISTS); ``expected_generation`` is the
+    generation the caller observed (compare-and-swap: another one is ABORTED)."""
+
+    type: Literal["begin_operation"] = "begin_operation"
+    request_id: Id
+    kind: OperationKind
+    payload_digest: Id
+    executor: Id
+    lease_expires_at: AwareDatetime
+    expected_generation: int = Field(ge=1)
+    crash_note: ShortText = ""
+    # Take over the executor lease of this executor, which the caller proved dead.
+    takeover_from: Id | None = None
+
+
+class RecordOperationStep(_Fenced):
+    type: Literal["record_operation_step"] = "record_operation_step"
+    request_id: Id
+    executor: Id
+    step: OperationStep
+
+
+class FinishOperation(_Fenced):
+    """Only the operation's executor finishes it, and only with the generation it began
+    under still in place (a revert requires the same session back)."""
+
+    type: Literal["finish_operation"] = "finish_operation"
+    request_id: Id
+    executor: Id
+    generation: int = Field(ge=1)
+
+
 SessionCommand = Annotated[
     CreateSession
     | AcquireLease
@@ -211,7 +246,10 @@ SessionCommand = Annotated[
     | AbandonTurn
     | RecordRecoveryReport
     | SetStatus
-    | ReportUnboundTurn,
+    | ReportUnboundTurn
+    | BeginOperation
+    | RecordOperationStep
+    | FinishOperation,
     Field(discriminator="type"),
 ]
 

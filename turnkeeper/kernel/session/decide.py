@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from turnkeeper.kernel.session import _turns
+from turnkeeper.kernel.session import _turns, operations
 from turnkeeper.kernel.session import commands as cmd
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.commands import LeaseToken, SessionCommand
@@ -212,6 +212,9 @@ _FENCED: dict[type[Any], _Handler] = {
     cmd.RecordRecoveryReport: _report,
     cmd.SetStatus: _set_status,
     cmd.ReportUnboundTurn: _unbound,
+    cmd.BeginOperation: operations.begin,
+    cmd.RecordOperationStep: operations.record_step,
+    cmd.FinishOperation: operations.finish,
 }
 
 
@@ -228,6 +231,8 @@ def decide_session(
         return _create(state, command, now)
     if state is None:
         raise NotFound("no such session", reason="session_not_found")
+    if state.status == "deleted":
+        raise FailedPrecondition("the session was deleted", reason="session_deleted")
     if state.status == "closed":
         raise FailedPrecondition("the session is closed", reason="session_closed")
     if isinstance(command, cmd.AcquireLease):

@@ -8,6 +8,12 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field, TypeAdapter
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session._operation_model import (
+    OperationFinished,
+    OperationJoined,
+    OperationStarted,
+    OperationStepRecorded,
+)
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope
 from turnkeeper.kernel.session.records import (
@@ -226,7 +232,11 @@ SessionEvent = Annotated[
     | RecoveryResolved
     | UnboundTurnRestored
     | SessionDiagnostic
-    | RecoveryReported,
+    | RecoveryReported
+    | OperationStarted
+    | OperationJoined
+    | OperationStepRecorded
+    | OperationFinished,
     Field(discriminator="type"),
 ]
 

@@ -13,7 +13,14 @@ from typing import Any
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session._effect_rules import fold_effect
+from turnkeeper.kernel.session._operation_model import (
+    OperationFinished,
+    OperationJoined,
+    OperationStarted,
+    OperationStepRecorded,
+)
 from turnkeeper.kernel.session.events import SessionEvent
+from turnkeeper.kernel.session.operations import evolve_operation
 from turnkeeper.kernel.session.state import (
     CompletedTurn,
     Diagnostic,
@@ -246,6 +253,7 @@ _IN_FLIGHT_STEPS = (
     ev.EffectsRecorded,
 )
 _TERMINALS = (ev.TurnCompleted, ev.TurnFailed, ev.TurnLost, ev.TurnAbandoned)
+_OPERATIONS = (OperationStarted, OperationJoined, OperationStepRecorded, OperationFinished)
 
 
 def evolve_session(state: SessionState | None, event: SessionEvent) -> SessionState:
@@ -270,6 +278,11 @@ def evolve_session(state: SessionState | None, event: SessionEvent) -> SessionSt
         update = _in_flight_step(state, event)
     elif isinstance(event, _TERMINALS):
         update = _terminal(state, event)
+    elif isinstance(event, _OPERATIONS):
+        try:
+            update = evolve_operation(state, event)
+        except ValueError as exc:
+            raise _broken(event, str(exc)) from exc
     else:
         update = _session_level(state, event)
     return state.model_copy(update=update)

@@ -112,11 +112,22 @@ class EffectRef(KernelModel):
 
 
 class SnapshotRef(KernelModel):
-    """Durable state at a completed turn: what a revert would restore."""
+    """Durable state at a completed turn: what a revert would restore.
+
+    The fields after ``host_artifact_digest`` came with workspace snapshots
+    (runtime/snapshots.py); they default so events written before them still decode.
+    """
 
     kernel_seq: int = Field(ge=0)
     workspace_revision: Id | None
     host_artifact_digest: Id | None
+    # The private ref holding the snapshot commit, the commit and its tree.
+    snapshot_ref: Id | None = None
+    workspace_commit: Id | None = None
+    workspace_tree: Id | None = None
+    # The host session artifact: where it lives, and the copy kept with the snapshot.
+    host_artifact_path: ShortText | None = None
+    host_artifact_copy: ShortText | None = None
 
 
 class LossProof(KernelModel):

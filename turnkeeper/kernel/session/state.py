@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.kernel.session._operation_model import PendingOperation
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope, TurnKind
 from turnkeeper.kernel.session.records import (
@@ -26,7 +27,8 @@ from turnkeeper.kernel.session.report import RecoveryReport
 
 SESSION_STATE_SCHEMA_VERSION = 1
 
-SessionStatus = Literal["ready", "running", "suspended", "crashed", "closed"]
+# ``deleted`` is final like ``closed``, reached only through a DELETE operation.
+SessionStatus = Literal["ready", "running", "suspended", "crashed", "closed", "deleted"]
 # Non-terminal phases of the turn transaction; a terminal turn leaves ``in_flight``.
 TurnPhase = Literal["accepted", "host_started", "receipt", "written_back", "effects"]
 TurnOutcome = Literal["completed", "failed", "lost", "abandoned"]
@@ -153,3 +155,5 @@ class SessionState(KernelModel):
     latest_recovery_report: RecoveryReport | None = None
     last_diagnostic: Diagnostic | None = None
     counters: SessionCounters = SessionCounters()
+    # The durable delete / revert this session owes (at most one; see _operation_model).
+    operation: PendingOperation | None = None

@@ -1,0 +1,231 @@
+"""Deciding and folding durable operations (delete, revert) on a session. Pure.
+
+Rules (DESIGN.md "Revert", seed 002):
+
+* a pending operation of the same kind is joined by a retried request, whatever its
+  request id; another kind conflicts (``ABORTED``), except that a delete supersedes
+  a pending revert;
+* a live executor lease held by someone else is contention (``ABORTED``); an
+  expired one is taken over by the caller (the operation is finished by a retry);
+* a new operation is a compare-and-swap on the generation the caller observed;
+* a revert is admitted only for a crashed session with a completed snapshot, when
+  no snapshot is being taken; admission fails the interrupted turn with a crash note;
+* only the executor finishes, with the same generation back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition
+from turnkeeper.kernel.session import commands as cmd
+from turnkeeper.kernel.session._operation_model import (
+    OperationFinished,
+    OperationJoined,
+    OperationStarted,
+    OperationStepRecorded,
+    PendingOperation,
+)
+from turnkeeper.kernel.session.events import SessionEvent
+from turnkeeper.kernel.session.state import (
+    Diagnostic,
+    PendingRecovery,
+    SessionState,
+    TurnEnd,
+)
+
+CRASH_NOTE_CODE = "crashed_turn_reverted"
+
+
+def _join(
+    state: SessionState, op: PendingOperation, command: cmd.BeginOperation, now: datetime
+) -> list[SessionEvent]:
+    if command.request_id == op.request_id and command.payload_digest != op.payload_digest:
+        raise AlreadyExists(
+            f"request id {command.request_id!r} was used for another request",
+            reason="request_id_reused",
+        )
+    taken_over = command.takeover_from is not None and command.takeover_from == op.executor
+    if op.executor != command.executor and now < op.lease_expires_at and not taken_over:
+        raise Aborted(
+            f"operation {op.request_id} is being executed by {op.executor}",
+            reason="operation_leased",
+            details={"request_id": op.request_id, "lease_expires_at": str(op.lease_expires_at)},
+        )
+    return [
+        OperationJoined(
+            at=now,
+            request_id=command.request_id,
+            joined=op.request_id,
+            executor=command.executor,
+            lease_expires_at=command.lease_expires_at,
+        )
+    ]
+
+
+def _snapshot_in_progress(state: SessionState) -> bool:
+    # A turn past its write-back is about to take its snapshot and complete.
+    turn = state.in_flight
+    return turn is not None and turn.phase in ("written_back", "effects")
+
+
+def begin(state: SessionState, command: cmd.BeginOperation, now: datetime) -> list[SessionEvent]:
+    if state.status == "deleted":
+        raise FailedPrecondition("the session was deleted", reason="session_deleted")
+    # Compare-and-swap first: a delayed caller that observed another generation
+    # neither starts nor joins anything.
+    if command.expected_generation != state.generation:
+        raise Aborted(
+            f"generation {command.expected_generation} was superseded by {state.generation}",
+            reason="stale_generation",
+            details={"generation": state.generation},
+        )
+    op = state.operation
+    out: list[SessionEvent] = []
+    if op is not None:
+        if op.kind == command.kind:
+            return _join(state, op, command, now)
+        if not (command.kind == "delete" and op.kind == "revert"):
+            raise Aborted(
+                f"a {op.kind} operation ({op.request_id}) is pending",
+                reason="operation_conflict",
+                details={"request_id": op.request_id, "kind": op.kind},
+            )
+        # Delete supersedes a pending revert: the revert restores in place and creates
+        # nothing, so ending it here leaves nothing for the delete to miss.
+        out.append(
+            OperationFinished(
+                at=now,
+                request_id=op.request_id,
+                kind="revert",
+                outcome="superseded",
+                superseded_by=command.request_id,
+            )
+        )
+    snapshot_turn: str | None = None
+    failed_turn: str | None = None
+    if command.kind == "revert":
+        if state.status != "crashed":
+            raise FailedPrecondition(
+                f"a {state.status} session is not reverted", reason="not_crashed"
+            )
+        if state.last_completed is None:
+            raise FailedPrecondition("no completed snapshot to revert to", reason="no_snapshot")
+        if _snapshot_in_progress(state):
+            raise Aborted("a snapshot is being taken", reason="snapshot_in_progress")
+        snapshot_turn = state.last_completed.turn_id
+        failed_turn = state.in_flight.envelope.turn_id if state.in_flight else None
+        if failed_turn is None and state.recovery is not None:
+            failed_turn = state.recovery.turn_id
+    out.append(
+        OperationStarted(
+            at=now,
+            request_id=command.request_id,
+            kind=command.kind,
+            payload_digest=command.payload_digest,
+            generation=state.generation,
+            executor=command.executor,
+            lease_expires_at=command.lease_expires_at,
+            snapshot_turn_id=snapshot_turn,
+            failed_turn_id=failed_turn,
+            crash_note=command.crash_note,
+        )
+    )
+    return out
+
+
+def _owned(state: SessionState, request_id: str, executor: str) -> PendingOperation:
+    op = state.operation
+    if op is None or request_id not in (op.request_id,):
+        raise FailedPrecondition(
+            f"operation {request_id!r} is not pending", reason="operation_not_pending"
+        )
+    if op.executor != executor:
+        raise Aborted(f"operation {request_id} is executed by {op.executor}", reason="not_executor")
+    return op
+
+
+def record_step(
+    state: SessionState, command: cmd.RecordOperationStep, now: datetime
+) -> list[SessionEvent]:
+    op = _owned(state, command.request_id, command.executor)
+    if command.step in op.steps:
+        return []  # a retry of a step already durable
+    return [OperationStepRecorded(at=now, request_id=op.request_id, step=command.step)]
+
+
+def finish(state: SessionState, command: cmd.FinishOperation, now: datetime) -> list[SessionEvent]:
+    op = _owned(state, command.request_id, command.executor)
+    if command.generation != state.generation or op.generation != state.generation:
+        raise Aborted("the session generation changed", reason="stale_generation")
+    if op.kind == "revert" and "restored" not in op.steps:
+        raise FailedPrecondition("the snapshot is not restored yet", reason="not_restored")
+    outcome = "reverted" if op.kind == "revert" else "deleted"
+    return [OperationFinished(at=now, request_id=op.request_id, kind=op.kind, outcome=outcome)]
+
+
+# --- evolve ------------------------------------------------------------------------------
+
+
+def _fail_interrupted(state: SessionState, event: OperationStarted) -> dict[str, Any]:
+    """The interrupted turn fails with the crash note where it stood in the timeline."""
+    update: dict[str, Any] = {}
+    turn = state.in_flight
+    pending: PendingRecovery | None = state.recovery
+    if turn is not None and turn.envelope.turn_id == event.failed_turn_id:
+        env = turn.envelope
+        update["in_flight"] = None
+        update["last_turn_end"] = TurnEnd(
+            turn_id=env.turn_id,
+            todo_id=env.todo_id,
+            kind=env.kind,
+            attempt=env.attempt,
+            outcome="failed",
+            at=event.at,
+        )
+        counters = state.counters
+        update["counters"] = counters.model_copy(update={"turns_failed": counters.turns_failed + 1})
+    if pending is not None:
+        update["recovery"] = None  # the revert replaces the continuation it owed
+    if event.failed_turn_id is not None:
+        note = event.crash_note or "session crashed; reverted to its last snapshot"
+        update["last_diagnostic"] = Diagnostic(
+            code=CRASH_NOTE_CODE, turn_id=event.failed_turn_id, message=note, at=event.at
+        )
+    return update
+
+
+def evolve_operation(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+    if isinstance(event, OperationStarted):
+        op = PendingOperation(
+            request_id=event.request_id,
+            kind=event.kind,
+            payload_digest=event.payload_digest,
+            generation=event.generation,
+            executor=event.executor,
+            lease_expires_at=event.lease_expires_at,
+            started_at=event.at,
+            snapshot_turn_id=event.snapshot_turn_id,
+        )
+        update = _fail_interrupted(state, event) if event.kind == "revert" else {}
+        return {**update, "operation": op}
+    pending = state.operation
+    if pending is None:
+        raise ValueError(f"{event.type} without a pending operation")
+    op = pending
+    if isinstance(event, OperationJoined):
+        return {
+            "operation": op.model_copy(
+                update={"executor": event.executor, "lease_expires_at": event.lease_expires_at}
+            )
+        }
+    if isinstance(event, OperationStepRecorded):
+        return {"operation": op.model_copy(update={"steps": (*op.steps, event.step)})}
+    if isinstance(event, OperationFinished):
+        if event.outcome == "superseded":
+            return {"operation": None}
+        if event.outcome == "deleted":
+            return {"operation": None, "status": "deleted"}
+        return {"operation": None, "status": "suspended", "consecutive_host_failures": 0}
+    raise ValueError(f"not an operation event: {event.type}")

@@ -1,0 +1,337 @@
+"""Durable session operations: revert (seed 002) and delete, each under a request id.
+
+Revert runs in three steps:
+
+1. **observe** — the session's generation, status and pending operation, and its
+   runtime: the workspace repository, the snapshot commit, the host artifact copy.
+   A missing or replaced runtime is ``FAILED_PRECONDITION``, never a crash.
+2. **admit** — one ``BeginOperation`` under the session lease: generation check, no
+   snapshot in progress, the interrupted turn failed with a crash note, REVERT started.
+3. **execute** — restore the workspace and the host artifact in place, record the
+   restore (so a retry never restores twice), finish with the same generation back:
+   the session is ``suspended`` at its snapshot.
+
+A failure anywhere keeps the operation pending; the retry (same or another request
+id) joins it and completes it. A session that is not crashed comes back unchanged,
+which is also what a retry sees after a revert whose answer was lost. Delete
+supersedes a pending revert and removes the session's snapshot refs and copies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from turnkeeper.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from turnkeeper.kernel.session import SessionState
+from turnkeeper.kernel.session._operation_model import (
+    OperationFinished,
+    OperationJoined,
+    OperationKind,
+    OperationStarted,
+    OperationStepRecorded,
+    PendingOperation,
+)
+from turnkeeper.kernel.session.commands import (
+    BeginOperation,
+    FinishOperation,
+    LeaseToken,
+    RecordOperationStep,
+)
+from turnkeeper.runtime.controller import Controller, owner_is_dead
+from turnkeeper.runtime.crashpoints import crash_point
+from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService
+from turnkeeper.runtime.snapshots import (
+    commit_exists,
+    is_repository,
+    remove_all,
+    restore_artifact,
+    restore_workspace,
+    sha256_file,
+)
+from turnkeeper.store.base import EventStore
+
+REVERT_NOTE = (
+    "session crashed; the turn in flight failed and the session is reverted to its last "
+    "completed snapshot"
+)
+# Called at each revert step with its crash point name; tests inject failures here.
+FaultHook = Callable[[str], None]
+Result = Literal["reverted", "deleted", "unchanged", "superseded", "pending"]
+
+
+@dataclass
+class OperationRecord:
+    """An operation as its session stream tells it (``operation show``)."""
+
+    request_id: str
+    session_id: str
+    kind: OperationKind
+    root_request_id: str  # the operation this request started or joined
+    status: Literal["pending", "finished"] = "pending"
+    outcome: str | None = None
+    superseded_by: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    steps: list[str] = field(default_factory=list)
+    generation: int | None = None
+    payload_digest: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class OperationResult:
+    request_id: str
+    result: Result
+    session: SessionState
+    operation: OperationRecord | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "result": self.result,
+            "operation": self.operation.as_json() if self.operation else None,
+            "session": self.session.model_dump(mode="json"),
+        }
+
+
+def payload_digest(kind: str, session_id: str) -> str:
+    return hashlib.sha256(f"{kind}\0{session_id}".encode()).hexdigest()[:32]
+
+
+def _check_request_id(request_id: str) -> None:
+    if not request_id or len(request_id) > 200 or not request_id.isprintable():
+        raise InvalidArgument("a request id is 1-200 printable characters", reason="bad_id")
+
+
+class Operations:
+    def __init__(
+        self,
+        store: EventStore,
+        controller: Controller | None = None,
+        fault: FaultHook | None = None,
+    ):
+        self._controller = controller or Controller(store)
+        self._sessions: SessionService = self._controller.sessions
+        self._store = store
+        self._fault = fault or (lambda _name: None)
+
+    @property
+    def sessions(self) -> SessionService:
+        return self._sessions
+
+    def _point(self, name: str) -> None:
+        crash_point(name)
+        self._fault(name)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def show(self, request_id: str) -> OperationRecord:
+        _check_request_id(request_id)
+        found = self._store.lookup(request_id)
+        if found is None or found[1] != "operation":
+            raise NotFound(f"operation {request_id!r} not found", reason="operation_not_found")
+        stream = found[0]
+        sid = stream.removeprefix("session:")
+        record: OperationRecord | None = None
+        root = request_id
+        for raw in self._store.read_stream(stream):
+            if not raw.type.startswith("operation."):
+                continue
+            event = SESSION_CODEC.decode_event(raw)
+            if isinstance(event, OperationJoined) and event.request_id == request_id:
+                root = event.joined
+                if record is None:  # joined an operation started before: re-read below
+                    return self._joined(sid, request_id, root)
+            if isinstance(event, OperationStarted) and event.request_id == root:
+                record = OperationRecord(
+                    request_id=request_id,
+                    session_id=sid,
+                    kind=event.kind,
+                    root_request_id=root,
+                    started_at=event.at.isoformat(),
+                    generation=event.generation,
+                    payload_digest=event.payload_digest,
+                )
+            elif record is None:
+                continue
+            elif isinstance(event, OperationStepRecorded) and event.request_id == root:
+                record.steps.append(event.step)
+            elif isinstance(event, OperationFinished) and event.request_id == root:
+                record.status, record.outcome = "finished", event.outcome
+                record.superseded_by = event.superseded_by
+                record.finished_at = event.at.isoformat()
+        if record is None:
+            raise NotFound(f"operation {request_id!r} not found", reason="operation_not_found")
+        return record
+
+    def _joined(self, sid: str, request_id: str, root: str) -> OperationRecord:
+        base = self.show(root)
+        base.request_id = request_id
+        base.session_id = sid
+        return base
+
+    def _known(self, request_id: str, kind: str, sid: str) -> OperationRecord | None:
+        """The operation ``request_id`` already names, or None for a new request.
+        Same id with another payload (kind or session): ALREADY_EXISTS."""
+        found = self._store.lookup(request_id)
+        if found is None:
+            return None
+        record = self.show(request_id) if found[1] == "operation" else None
+        if record is None or record.session_id != sid or record.kind != kind:
+            raise AlreadyExists(
+                f"request id {request_id!r} was used for another request",
+                reason="request_id_reused",
+            )
+        return record
+
+    # --- revert -------------------------------------------------------------------------
+
+    def revert(self, session_id: str, request_id: str) -> OperationResult:
+        _check_request_id(request_id)
+        sid = self._sessions.resolve_id(session_id)
+        known = self._known(request_id, "revert", sid)
+        if known is not None and known.status == "finished":
+            result: Result = "superseded" if known.outcome == "superseded" else "reverted"
+            return OperationResult(request_id, result, self._sessions.load(sid), known)
+        # 1. observe
+        state = self._sessions.load(sid)
+        if state.status == "deleted":
+            raise FailedPrecondition("the session was deleted", reason="session_deleted")
+        if state.operation is None and state.status != "crashed":
+            return OperationResult(request_id, "unchanged", state)
+        self._observe_runtime(state)
+        self._point("revert.observed")
+        token = self._controller.acquire(sid)
+        try:
+            # 2. admit (or join the pending revert)
+            op = self._begin(token, state, request_id, "revert", REVERT_NOTE)
+            self._point("revert.admitted")
+            # 3. execute
+            owner = self._controller.owner
+            if "restored" not in op.steps:
+                self._restore(self._sessions.load(sid))
+                step = RecordOperationStep(
+                    lease=token, request_id=op.request_id, executor=owner, step="restored"
+                )
+                self._sessions.execute(sid, step)
+            self._point("revert.restored")
+            self._finish(token, sid, op)
+        finally:
+            self._controller.release(sid)
+        return self._result(request_id, "reverted", sid)
+
+    def _observe_runtime(self, state: SessionState) -> None:
+        """The runtime a revert needs is there and is the one recorded."""
+        last = state.last_completed
+        if last is None or last.snapshot.workspace_tree is None:
+            raise FailedPrecondition("no completed snapshot to revert to", reason="no_snapshot")
+        snap = last.snapshot
+        workspace = Path(state.workspace)
+        if not is_repository(workspace):
+            raise FailedPrecondition(
+                f"the workspace {workspace} is gone or is no repository", reason="runtime_missing"
+            )
+        if snap.workspace_commit is None or not commit_exists(workspace, snap.workspace_commit):
+            raise FailedPrecondition(
+                "the snapshot commit is not in the workspace repository (replaced?)",
+                reason="runtime_replaced",
+            )
+        if snap.host_artifact_copy is not None:
+            copy = Path(snap.host_artifact_copy)
+            if not copy.is_file() or sha256_file(copy) != snap.host_artifact_digest:
+                raise FailedPrecondition(
+                    f"the snapshot's host artifact copy {copy} is missing or corrupt",
+                    reason="artifact_copy_missing",
+                )
+
+    def _restore(self, state: SessionState) -> None:
+        assert state.last_completed is not None
+        snap = state.last_completed.snapshot
+        assert snap.workspace_tree is not None
+        restore_workspace(Path(state.workspace), snap.workspace_tree)
+        self._point("revert.restoring")
+        if snap.host_artifact_copy is not None and snap.host_artifact_path is not None:
+            restore_artifact(
+                Path(snap.host_artifact_copy),
+                Path(snap.host_artifact_path),
+                snap.host_artifact_digest,
+            )
+
+    # --- delete -------------------------------------------------------------------------
+
+    def delete(self, session_id: str, request_id: str) -> OperationResult:
+        _check_request_id(request_id)
+        sid = self._sessions.resolve_id(session_id)
+        known = self._known(request_id, "delete", sid)
+        if known is not None and known.status == "finished":
+            return OperationResult(request_id, "deleted", self._sessions.load(sid), known)
+        state = self._sessions.load(sid)
+        if state.status == "deleted":
+            return OperationResult(request_id, "unchanged", state)
+        token = self._controller.acquire(sid)
+        try:
+            op = self._begin(token, state, request_id, "delete", "")
+            self._point("delete.admitted")
+            # Before the session is marked deleted: a crash here leaves the delete
+            # pending and the retry removes whatever is left.
+            remove_all(Path(state.workspace), sid)
+            self._finish(token, sid, op)
+        finally:
+            self._controller.release(sid)
+        return self._result(request_id, "deleted", sid)
+
+    # --- shared -------------------------------------------------------------------------
+
+    def _begin(
+        self,
+        token: LeaseToken,
+        state: SessionState,
+        request_id: str,
+        kind: OperationKind,
+        note: str,
+    ) -> PendingOperation:
+        """Start or join ``kind`` (one transaction); the pending operation it left."""
+        owner = self._controller.owner
+        pending = state.operation
+        # An executor SIGKILLed mid-operation is proven dead by its pid's start time,
+        # so a retry on this machine takes over at once instead of waiting for expiry.
+        takeover = None
+        if pending is not None and pending.executor != owner:
+            takeover = pending.executor if owner_is_dead(pending.executor) else None
+        expires = self._sessions.now() + timedelta(seconds=self._controller.config.lease_seconds)
+        begun = self._sessions.execute(
+            state.session_id,
+            BeginOperation(
+                lease=token,
+                request_id=request_id,
+                kind=kind,
+                payload_digest=payload_digest(kind, state.session_id),
+                executor=owner,
+                lease_expires_at=expires,
+                expected_generation=state.generation,
+                crash_note=note,
+                takeover_from=takeover,
+            ),
+        ).state
+        if begun is None or begun.operation is None:
+            raise FailedPrecondition("the operation did not start", reason="operation_not_pending")
+        return begun.operation
+
+    def _finish(self, token: LeaseToken, sid: str, op: PendingOperation) -> None:
+        finish = FinishOperation(
+            lease=token,
+            request_id=op.request_id,
+            executor=self._controller.owner,
+            generation=op.generation,
+        )
+        self._sessions.execute(sid, finish)
+
+    def _result(self, request_id: str, result: Result, sid: str) -> OperationResult:
+        return OperationResult(request_id, result, self._sessions.load(sid), self.show(request_id))

@@ -1,0 +1,326 @@
+"""Workspace snapshots at every completed turn: what a revert restores (invariant 7).
+
+A snapshot is a git commit object under a private ref,
+``refs/turnkeeper/snapshots/<session>/<ordinal>-<turn>``, whose tree holds the
+tracked files and the untracked-but-not-ignored ones. It is built through a
+temporary index file (``GIT_INDEX_FILE``), so the user's HEAD, branch, index and
+stash are never touched: a dirty index with staged changes stays exactly as it was.
+turnkeeper's own ``.turnkeeper/`` directory is never part of a snapshot (it holds
+the snapshots' artifact copies and host state, which a revert must not rewind).
+
+The host session artifact (the scripted host's session file, a Codex rollout, a
+Claude transcript) is copied to ``<workspace>/.turnkeeper/snapshots/<session>/
+<ordinal>-<turn>/`` and its sha256 recorded, so a revert can put it back in place
+and a turn can tell when the live file no longer is what the last snapshot saw.
+
+The ordinal (the session's completed-turn count) makes ref names sort in turn
+order, which is how retention finds the oldest snapshots to prune.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from turnkeeper.effects import split_host_config
+from turnkeeper.errors import FailedPrecondition, TurnkeeperError, Unavailable
+from turnkeeper.hosts import claude, codex
+
+REF_PREFIX = "refs/turnkeeper/snapshots"
+PRIVATE_DIR = ".turnkeeper"
+RETAIN_ENV = "TURNKEEPER_SNAPSHOT_RETAIN"
+DEFAULT_RETAIN = 20
+# A fixed identity: a snapshot must not depend on (or fail for lack of) user git config.
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "turnkeeper",
+    "GIT_AUTHOR_EMAIL": "turnkeeper@localhost",
+    "GIT_COMMITTER_NAME": "turnkeeper",
+    "GIT_COMMITTER_EMAIL": "turnkeeper@localhost",
+}
+# Everything below the workspace except turnkeeper's private directory.
+_PATHSPEC = (".", f":(exclude,top){PRIVATE_DIR}")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One captured snapshot, as recorded in ``SnapshotRef``."""
+
+    ref: str
+    commit: str
+    tree: str
+    artifact_path: str | None = None
+    artifact_copy: str | None = None
+    artifact_digest: str | None = None
+
+
+def retain_count() -> int:
+    """Snapshots kept per session (``TURNKEEPER_SNAPSHOT_RETAIN``, default 20, at least 1:
+    the newest is what a revert needs)."""
+    raw = os.environ.get(RETAIN_ENV, "")
+    try:
+        return max(1, int(raw)) if raw else DEFAULT_RETAIN
+    except ValueError:
+        return DEFAULT_RETAIN
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def git(
+    cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **_IDENTITY, **(env or {})}
+    full_env.pop("GIT_DIR", None)  # the workspace's own repository, whatever the caller set
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise FailedPrecondition(f"git cannot run in {cwd}: {exc}", reason="no_git") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise Unavailable(f"git {args[0]} timed out in {cwd}", reason="git_timeout") from exc
+    if check and proc.returncode != 0:
+        raise FailedPrecondition(
+            f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.strip()[:500]}",
+            reason="git_failed",
+        )
+    return proc
+
+
+def is_repository(workspace: Path) -> bool:
+    if not workspace.is_dir():
+        return False
+    proc = git(workspace, "rev-parse", "--show-toplevel", check=False)
+    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == workspace.resolve()
+
+
+def _head(workspace: Path) -> str | None:
+    proc = git(workspace, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def workspace_tree(workspace: Path) -> str:
+    """The tree of the worktree as it is now (tracked + untracked-not-ignored files), built
+    in a throwaway index so the user's index is untouched."""
+    with tempfile.TemporaryDirectory(prefix="turnkeeper-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _seed_index(workspace, Path(tmp) / "index", env)
+        git(workspace, "add", "-A", "--", *_PATHSPEC, env=env)
+        return git(workspace, "write-tree", env=env).stdout.strip()
+
+
+def _seed_index(workspace: Path, target: Path, env: Mapping[str, str]) -> None:
+    """Start the throwaway index from a copy of the user's index (its stat cache spares
+    ``git add -A`` from rehashing every file each turn; ``add -A`` then makes every
+    path match the worktree, so what the user staged does not leak in), else from HEAD.
+    Either way tracked files that match an ignore rule stay in, as git keeps them."""
+    user_index = git(workspace, "rev-parse", "--git-path", "index").stdout.strip()
+    source = workspace / user_index
+    if source.is_file() and _plain_index(workspace, source):
+        # copy2 keeps the index's mtime: git's racy-clean check compares file mtimes
+        # with it, and a fresh mtime would make a just-modified file look clean.
+        shutil.copy2(source, target)
+    elif _head(workspace) is not None:
+        git(workspace, "read-tree", "HEAD", env=env)
+
+
+def _plain_index(workspace: Path, index: Path) -> bool:
+    """An index safe to copy: not split (its shared part would not follow the copy) and
+    with no assume-unchanged / skip-worktree entries (``add -A`` would not look at
+    those files, and the snapshot would miss their changes)."""
+    if any(index.parent.glob("sharedindex.*")):
+        return False
+    tags = git(workspace, "--no-optional-locks", "ls-files", "-v", "-z").stdout
+    return not any(e and (e[0].islower() or e[0] == "S") for e in tags.split("\0"))
+
+
+def snapshot_name(ordinal: int, turn_id: str) -> str:
+    return f"{ordinal:08d}-{turn_id}"
+
+
+def copy_dir(workspace: Path, session_id: str, name: str) -> Path:
+    return workspace / PRIVATE_DIR / "snapshots" / session_id / name
+
+
+def capture(
+    workspace: Path,
+    session_id: str,
+    turn_id: str,
+    ordinal: int,
+    artifact: Path | None,
+    *,
+    retain: int | None = None,
+) -> Snapshot | None:
+    """Snapshot ``workspace`` (and copy ``artifact``) for the turn; None outside a git
+    repository's top level (nothing to snapshot). Idempotent for one turn: a retry
+    after a crash rewrites the same ref and copy."""
+    if not is_repository(workspace):
+        return None
+    name = snapshot_name(ordinal, turn_id)
+    tree = workspace_tree(workspace)
+    parent = _head(workspace)
+    message = f"turnkeeper snapshot\n\nsession: {session_id}\nturn: {turn_id}\n"
+    args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+    commit = git(workspace, *args).stdout.strip()
+    ref = f"{REF_PREFIX}/{session_id}/{name}"
+    git(workspace, "update-ref", ref, commit)
+    copied: Path | None = None
+    digest: str | None = None
+    if artifact is not None and artifact.is_file():
+        target = copy_dir(workspace, session_id, name)
+        target.mkdir(parents=True, exist_ok=True)
+        copied = target / artifact.name
+        tmp = copied.with_name(copied.name + ".tmp")
+        shutil.copyfile(artifact, tmp)
+        os.replace(tmp, copied)  # a crash mid-copy never leaves a truncated copy
+        digest = sha256_file(copied)
+    prune(workspace, session_id, retain if retain is not None else retain_count())
+    return Snapshot(
+        ref=ref,
+        commit=commit,
+        tree=tree,
+        artifact_path=str(artifact) if artifact is not None else None,
+        artifact_copy=str(copied) if copied is not None else None,
+        artifact_digest=digest,
+    )
+
+
+def session_refs(workspace: Path, session_id: str) -> list[tuple[str, str]]:
+    """(ref, commit) of the session's snapshots, oldest first."""
+    if not is_repository(workspace):
+        return []
+    out = git(
+        workspace,
+        "for-each-ref",
+        "--format=%(refname) %(objectname)",
+        f"{REF_PREFIX}/{session_id}/",
+    ).stdout
+    pairs = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
+    return sorted((ref, commit) for ref, commit in pairs)
+
+
+def prune(workspace: Path, session_id: str, retain: int) -> list[str]:
+    """Drop the session's snapshots beyond the newest ``retain``: refs and copies."""
+    refs = session_refs(workspace, session_id)
+    dropped = [ref for ref, _ in refs[: max(0, len(refs) - retain)]]
+    for ref in dropped:
+        git(workspace, "update-ref", "-d", ref)
+        shutil.rmtree(copy_dir(workspace, session_id, ref.rsplit("/", 1)[1]), ignore_errors=True)
+    return dropped
+
+
+def remove_all(workspace: Path, session_id: str) -> None:
+    """Every snapshot ref and copy of a session (session delete): no orphans left."""
+    for ref, _ in session_refs(workspace, session_id):
+        git(workspace, "update-ref", "-d", ref)
+    shutil.rmtree(workspace / PRIVATE_DIR / "snapshots" / session_id, ignore_errors=True)
+
+
+# --- where a host keeps its session artifact ------------------------------------------
+
+
+def artifact_path(
+    host_kind: str,
+    host_config: Mapping[str, Any],
+    handle: str | None,
+    workspace: Path,
+    reported: str | None = None,
+) -> Path | None:
+    """The live host session artifact of ``handle``: the path the host reported with its
+    result when it did, else where the host kind keeps it; None when it has none."""
+    if reported:
+        return Path(reported)
+    if handle is None:
+        return None
+    config = split_host_config(dict(host_config))
+    try:
+        if host_kind == "scripted":
+            state_dir = config.get("state_dir")
+            base = (
+                Path(str(state_dir)).expanduser()
+                if state_dir
+                else workspace / PRIVATE_DIR / "host-state" / "scripted"
+            )
+            return (base / "sessions" / f"{handle}.jsonl").resolve()
+        if host_kind == "codex":
+            return codex.session_artifact(config, handle)
+        if host_kind == "claude":
+            return claude.session_artifact(config, handle, workspace)
+    except TurnkeeperError:  # a config the host rejects has no artifact to find
+        return None
+    return None
+
+
+# --- restoring (revert) ------------------------------------------------------------------
+
+
+def _files_of(workspace: Path, env: Mapping[str, str]) -> set[str]:
+    out = git(workspace, "ls-files", "-z", env=env).stdout
+    return {name for name in out.split("\0") if name}
+
+
+def restore_workspace(workspace: Path, tree: str) -> None:
+    """Make the worktree hold exactly ``tree``, in place: files the snapshot lacks are
+    removed (ignored files and ``.turnkeeper/`` are left alone), the snapshot's files
+    are written back. HEAD, branch, index and stash are not touched. Idempotent, so a
+    retry after a crash mid-restore simply runs it again."""
+    with tempfile.TemporaryDirectory(prefix="turnkeeper-restore-") as tmp:
+        now_env = {"GIT_INDEX_FILE": str(Path(tmp) / "now")}
+        _seed_index(workspace, Path(tmp) / "now", now_env)
+        git(workspace, "add", "-A", "--", *_PATHSPEC, env=now_env)
+        snap_env = {"GIT_INDEX_FILE": str(Path(tmp) / "snap")}
+        git(workspace, "read-tree", tree, env=snap_env)
+        extra = _files_of(workspace, now_env) - _files_of(workspace, snap_env)
+        for name in sorted(extra):
+            path = workspace / name
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            for parent in path.parents:  # drop directories the removal emptied
+                if parent == workspace or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+        # A file that became a directory (or back) would block the checkout.
+        for name in _files_of(workspace, snap_env):
+            for parent in (workspace / name).parents:
+                if parent == workspace:
+                    break
+                if parent.is_file() or parent.is_symlink():
+                    parent.unlink()
+            if (workspace / name).is_dir() and not (workspace / name).is_symlink():
+                shutil.rmtree(workspace / name)
+        git(workspace, "checkout-index", "-a", "-f", env=snap_env)
+
+
+def restore_artifact(copy: Path, target: Path, digest: str | None) -> None:
+    """Put the host session artifact back in place from the snapshot's copy."""
+    if digest is not None and sha256_file(copy) != digest:
+        raise FailedPrecondition(
+            f"the snapshot's artifact copy {copy} fails its digest", reason="artifact_corrupt"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".turnkeeper-restore")
+    shutil.copyfile(copy, tmp)
+    os.replace(tmp, target)
+
+
+def commit_exists(workspace: Path, commit: str) -> bool:
+    proc = git(workspace, "cat-file", "-e", f"{commit}^{{commit}}", check=False)
+    return proc.returncode == 0
