@@ -1,0 +1,122 @@
+"""Smoke tests of the benchmarks: each runs at its ``--smoke`` size in a subprocess and
+prints JSON with the keys its README and ``run_all`` rely on. No timing is asserted:
+the figures mean nothing at this size, only that every benchmark still runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = {"dbos": "dbos", "langgraph": "langgraph.checkpoint.sqlite"}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+MISSING = {peer: module for peer, module in PEERS.items() if not _installed(module)}
+
+
+def _run(module: str, *args: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--smoke", "--json", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(proc.stdout)  # stdout is the JSON and nothing else
+    return result
+
+
+def _check_target(target: dict[str, Any]) -> None:
+    assert set(target) == {"target", "value", "met"}
+    assert isinstance(target["met"], bool)
+    assert isinstance(target["value"], float)
+
+
+def _check_turn(res: dict[str, Any]) -> None:
+    assert {"machine", "versions", "latency", "throughput", "skipped", "targets"} <= set(res)
+    assert {"nproc", "loadavg", "disk_filesystem", "memory_total"} <= set(res["machine"])
+    latency = res["latency"]
+    assert {"bare_commit", "turnkeeper_turn"} <= set(latency["median_us"])
+    assert latency["durable_commits_per_turn"] > 0
+    for peer, name in (("dbos", "dbos_step"), ("langgraph", "langgraph_node")):
+        if peer in MISSING:
+            assert name in res["skipped"], f"{name} neither measured nor skipped"
+        else:
+            assert name in latency["median_us"]
+            assert name in latency["ratio_to_bare"]
+    assert set(res["throughput"]) == {"1", "4"}
+    for point in res["throughput"].values():
+        assert {"turns_per_s", "ratio_to_one", "appends_per_commit"} <= set(point)
+    assert "turn_vs_bare" in res["targets"]
+    for target in res["targets"].values():
+        _check_target(target)
+
+
+def _check_recovery(res: dict[str, Any]) -> None:
+    assert {"machine", "settings", "template", "tiers", "targets"} <= set(res)
+    assert len(res["tiers"]) == 2
+    for tier in res["tiers"]:
+        assert tier["events"] >= 2_000
+        assert tier["recovered"] and all(n >= 5 for n in tier["recovered"])
+        assert tier["median_recover_s"] > 0
+    assert set(res["targets"]) == {"recover_at_largest", "growth_largest_vs_smallest"}
+    for target in res["targets"].values():
+        _check_target(target)
+
+
+def _check_storage(res: dict[str, Any]) -> None:
+    assert {"machine", "settings", "turnkeeper", "targets"} <= set(res)
+    tk = res["turnkeeper"]
+    assert tk["early"]["sql_bytes_per_turn"] > 0
+    assert tk["late"]["sql_bytes_per_turn"] > 0
+    assert tk["sql_late_vs_early"] > 0
+    if "langgraph" in MISSING:
+        assert "langgraph" in res["skipped"]
+    else:
+        assert res["langgraph"]["late"]["sql_bytes_per_turn"] > 0
+        assert res["langgraph_extrapolated"]["bytes_per_turn_at_turn"] > 0
+    _check_target(res["targets"]["turnkeeper_late_vs_early"])
+
+
+def test_peers_are_installed() -> None:
+    """Without the bench extra the benchmarks skip DBOS and LangGraph (and say so in
+    their output); this skip makes that visible in the test summary too."""
+    if MISSING:
+        missing = ", ".join(f"{peer} ({module})" for peer, module in MISSING.items())
+        pytest.skip(f"bench peers not installed: {missing}; pip install -e '.[bench]'")
+
+
+def test_turn_bench_smoke() -> None:
+    _check_turn(_run("benchmarks.turn_bench"))
+
+
+def test_recovery_bench_smoke() -> None:
+    _check_recovery(_run("benchmarks.recovery_bench"))
+
+
+def test_storage_bench_smoke() -> None:
+    _check_storage(_run("benchmarks.storage_bench"))
+
+
+def test_run_all_smoke_combines_the_parts() -> None:
+    res = _run("benchmarks.run_all", "--only", "storage")
+    assert res["parts"] == ["storage"]
+    _check_storage(res["storage"])
+    assert set(res["targets"]) == {"storage.turnkeeper_late_vs_early"}
