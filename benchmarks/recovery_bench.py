@@ -8,10 +8,11 @@ Setup, once:
 
 * a *template* is recorded through the real runtime: a goal, a todo that never
   finishes, a session driven by the controller's loop with a no-op host —
-  a few turns (the template of a session that is mid-work) and then on to
-  ``--turns-per-session`` turns and closed (the template of finished history).
-  Its lease is held by a controller whose process the benchmark started and
-  SIGKILLed, as after a real crash;
+  a few turns (the template of a session that is mid-work) and then on to 100
+  turns and closed (the template of finished history). Its lease is held by a
+  controller whose process the benchmark started and SIGKILLed, as after a real
+  crash. (The clones' workspace-snapshot references, ids rewritten, name git refs
+  that do not exist: recovering a lost turn does not read them; a revert would.)
 * the store under test is filled by cloning the template's goal and session
   streams under fresh ids (every id in every payload rewritten), appended
   directly through the store API, ``durable=False`` in batches, each batch
@@ -98,7 +99,7 @@ class Settings:
 FULL = Settings(sizes=(10_000, 100_000, 1_000_000))
 QUICK = Settings(sizes=(10_000, 100_000), repeats=2)
 SMOKE = Settings(
-    sizes=(2_000, 4_000), in_flight=5, turns_per_session=10, inflight_turns=2, repeats=1
+    sizes=(1_000, 2_000), in_flight=3, turns_per_session=6, inflight_turns=2, repeats=1
 )
 
 

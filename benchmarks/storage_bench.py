@@ -75,7 +75,7 @@ class Settings:
 
 FULL = Settings(turns=10_000, langgraph_turns=1_000, delta=True)
 QUICK = Settings(turns=1_000, langgraph_turns=1_000, delta=False)
-SMOKE = Settings(turns=60, langgraph_turns=30, delta=False, marks=3)
+SMOKE = Settings(turns=30, langgraph_turns=15, delta=False, marks=3)
 
 
 @dataclass

@@ -12,8 +12,10 @@ cProfile of N turns). Everything runs on the project's own disk (a temp dir unde
    (b) one turnkeeper turn with an in-process no-op host, as the controller's loop
        runs it: load the session, plan from the goal, ``TurnDriver.run_turn`` (accept,
        host started, host events, receipt, write-back, completion). The todo never
-       finishes, so every turn is a continuation. Also counted: commits per turn,
-       fsync'd and cheap;
+       finishes, so every turn is a continuation. The workspace is a git
+       repository, so each completed turn also takes its workspace snapshot. Also
+       counted: commits per turn, fsync'd and cheap;
+   (b') the same turn in a plain-directory workspace: no git, so no snapshot;
    (c) one DBOS step: ``@DBOS.step`` inside a ``@DBOS.workflow``, SQLite system DB;
    (d) one LangGraph node: a one-node graph invoked per turn on one thread id,
        ``SqliteSaver``, ``durability="sync"``.
@@ -96,7 +98,7 @@ class Settings:
 
 QUICK = Settings(rounds=4, ops_per_round=40, warmup=10, seconds=2.0)
 FULL = Settings(rounds=10, ops_per_round=100, warmup=30, seconds=8.0)
-SMOKE = Settings(rounds=2, ops_per_round=5, warmup=2, seconds=0.3, sessions=(1, 4))
+SMOKE = Settings(rounds=2, ops_per_round=3, warmup=1, seconds=0.2, sessions=(1, 2))
 
 
 @dataclass

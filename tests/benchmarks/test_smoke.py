@@ -53,7 +53,9 @@ def _check_turn(res: dict[str, Any]) -> None:
     assert {"machine", "versions", "latency", "throughput", "skipped", "targets"} <= set(res)
     assert {"nproc", "loadavg", "disk_filesystem", "memory_total"} <= set(res["machine"])
     latency = res["latency"]
-    assert {"bare_commit", "turnkeeper_turn"} <= set(latency["median_us"])
+    assert {"bare_commit", "turnkeeper_turn", "turnkeeper_turn_plain_dir"} <= set(
+        latency["median_us"]
+    )
     assert latency["durable_commits_per_turn"] > 0
     for peer, name in (("dbos", "dbos_step"), ("langgraph", "langgraph_node")):
         if peer in MISSING:
@@ -61,10 +63,10 @@ def _check_turn(res: dict[str, Any]) -> None:
         else:
             assert name in latency["median_us"]
             assert name in latency["ratio_to_bare"]
-    assert set(res["throughput"]) == {"1", "4"}
+    assert set(res["throughput"]) == {"1", "2"}
     for point in res["throughput"].values():
         assert {"turns_per_s", "ratio_to_one", "appends_per_commit"} <= set(point)
-    assert "turn_vs_bare" in res["targets"]
+    assert {"turn_vs_bare", "turn_vs_bare_plain_dir", "sessions_2_vs_1"} <= set(res["targets"])
     for target in res["targets"].values():
         _check_target(target)
 
@@ -73,8 +75,8 @@ def _check_recovery(res: dict[str, Any]) -> None:
     assert {"machine", "settings", "template", "tiers", "targets"} <= set(res)
     assert len(res["tiers"]) == 2
     for tier in res["tiers"]:
-        assert tier["events"] >= 2_000
-        assert tier["recovered"] and all(n >= 5 for n in tier["recovered"])
+        assert tier["events"] >= 1_000
+        assert tier["recovered"] and all(n >= 3 for n in tier["recovered"])
         assert tier["median_recover_s"] > 0
     assert set(res["targets"]) == {"recover_at_largest", "growth_largest_vs_smallest"}
     for target in res["targets"].values():
@@ -85,6 +87,7 @@ def _check_storage(res: dict[str, Any]) -> None:
     assert {"machine", "settings", "turnkeeper", "targets"} <= set(res)
     tk = res["turnkeeper"]
     assert tk["early"]["sql_bytes_per_turn"] > 0
+    assert tk["early"]["workspace_bytes_per_turn"] > 0  # the snapshots' git objects
     assert tk["late"]["sql_bytes_per_turn"] > 0
     assert tk["sql_late_vs_early"] > 0
     if "langgraph" in MISSING:
