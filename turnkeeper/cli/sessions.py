@@ -14,7 +14,8 @@ from turnkeeper.cli.render_sessions import render_session, render_session_list, 
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.hosts import load_host
-from turnkeeper.kernel.session import SetStatus
+from turnkeeper.kernel.session import SessionState, SetStatus
+from turnkeeper.kernel.session.events import StatusAction
 from turnkeeper.runtime.controller import Controller, ControllerConfig, stop_on_signals
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.operations import OperationResult, Operations
@@ -86,6 +87,23 @@ def session_list(as_json: bool = JsonOption) -> None:
         render_session_list(states)
 
 
+def _operator_status(
+    session_id: str, action: StatusAction, reason: str
+) -> tuple[str, SessionState | None]:
+    """An operator's status change under a short-lived lease of this command's own."""
+    with open_project_store() as (_, store):
+        controller = Controller(store)
+        sid = controller.sessions.resolve_id(session_id)
+        token = controller.acquire(sid)
+        try:
+            done = controller.sessions.execute(
+                sid, SetStatus(lease=token, action=action, reason=reason)
+            )
+        finally:
+            controller.release(sid)
+    return sid, done.state
+
+
 @session_app.command("stop")
 @handles_errors
 def session_stop(
@@ -94,18 +112,9 @@ def session_stop(
     as_json: bool = JsonOption,
 ) -> None:
     """Suspend a session (abandoning a turn in flight); `run` leaves it alone until resumed."""
-    with open_project_store() as (_, store):
-        controller = Controller(store)
-        sid = controller.sessions.resolve_id(session_id)
-        token = controller.acquire(sid)
-        try:
-            done = controller.sessions.execute(
-                sid, SetStatus(lease=token, action="stop", reason=reason)
-            )
-        finally:
-            controller.release(sid)
+    sid, state = _operator_status(session_id, "stop", reason)
     if as_json:
-        print_json(done.state)
+        print_json(state)
     else:
         console.print(f"stopped session [bold]{sid}[/]")
 
@@ -143,18 +152,9 @@ def session_crash(
     as_json: bool = JsonOption,
 ) -> None:
     """Mark a session crashed (an operator's call): `session revert` can then restore it."""
-    with open_project_store() as (_, store):
-        controller = Controller(store)
-        sid = controller.sessions.resolve_id(session_id)
-        token = controller.acquire(sid)
-        try:
-            done = controller.sessions.execute(
-                sid, SetStatus(lease=token, action="mark_crashed", reason=reason)
-            )
-        finally:
-            controller.release(sid)
+    sid, state = _operator_status(session_id, "mark_crashed", reason)
     if as_json:
-        print_json(done.state)
+        print_json(state)
     else:
         console.print(f"marked session [bold]{sid}[/] crashed")
 

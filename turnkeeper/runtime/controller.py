@@ -205,23 +205,25 @@ class Controller:
     def _budget_spent(self, summary: RunSummary) -> bool:
         return self.config.max_turns is not None and summary.turns >= self.config.max_turns
 
-    def _keep_lease_fresh(self, sid: str) -> None:
-        """Renew the session's lease between turns once half of it is spent.
+    def _keep_lease_fresh(self, session: SessionState) -> SessionState:
+        """Renew the session's lease between turns once half of it is spent; the state after.
 
         The driver renews it while a host runs; a run of many short turns must
         renew it too, or it outlives its own lease and is fenced off.
         """
-        lease = self.sessions.load(sid).lease
+        lease = session.lease
         now = self.sessions.now()
         half = timedelta(seconds=self.config.lease_seconds / 2)
-        if lease.expires_at is None or lease.expires_at - now < half:
-            until = now + timedelta(seconds=self.config.lease_seconds)
-            self.sessions.execute(sid, RenewLease(lease=self.token(sid), expires_at=until))
+        if lease.expires_at is not None and lease.expires_at - now >= half:
+            return session
+        sid = session.session_id
+        until = now + timedelta(seconds=self.config.lease_seconds)
+        done = self.sessions.execute(sid, RenewLease(lease=self.token(sid), expires_at=until))
+        return done.state if done.state is not None else self.sessions.load(sid)
 
     def _step(self, sid: str, summary: RunSummary) -> str | None:
         """Run one turn of a session; the reason it stopped, or None to go on."""
-        self._keep_lease_fresh(sid)
-        session = self.sessions.load(sid)
+        session = self._keep_lease_fresh(self.sessions.load(sid))
         now = self.sessions.now()
         if session.recovery is not None and session.recovery.status == "awaiting_resolution":
             decision = decide_recovery(session, self.config.policy, now)
