@@ -9,9 +9,12 @@ are always judged on the state the append lands on.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic
+from typing import Any, Generic, cast
 
 from turnkeeper.errors import Aborted, StreamConflict
 from turnkeeper.runtime.codec import EventT, StateT, StreamCodec
@@ -28,10 +31,67 @@ class Appended(Generic[StateT, EventT]):
     head_seq: int
 
 
+class _StateCache:
+    """Decoded stream states, each with the head seq it holds, most recent last.
+
+    A stream is append-only, so ``(stream, head)`` names one state forever: a cached
+    state is served only after the store confirmed, by one cheap query, that the
+    stream's head is still the one cached — another thread, process or machine that
+    appended since is seen, and the stream read again. States are frozen models, so
+    threads may share them. This spares the turn path decoding the same session and
+    goal projections a dozen times a turn.
+    """
+
+    def __init__(self, capacity: int = 2048) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, str], tuple[int, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, stream_id: str) -> tuple[int, Any] | None:
+        with self._lock:
+            return self._entries.get((kind, stream_id))
+
+    def put(self, kind: str, stream_id: str, head: int, state: Any) -> None:
+        with self._lock:
+            key = (kind, stream_id)
+            known = self._entries.get(key)
+            if known is not None and known[0] > head:
+                return  # a slower thread must not replace a newer state with an older one
+            self._entries[key] = (head, state)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+
+_caches: weakref.WeakKeyDictionary[EventStore, _StateCache] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def _cache_of(store: EventStore) -> _StateCache:
+    with _caches_lock:
+        cache = _caches.get(store)
+        if cache is None:
+            cache = _caches[store] = _StateCache()
+        return cache
+
+
 def load_stream(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
 ) -> tuple[StateT | None, int]:
     """The stream's state and head: its projection plus any tail not yet folded in."""
+    cache = _cache_of(store)
+    cached = cache.get(codec.kind, stream_id)
+    if cached is not None and store.head(stream_id) == cached[0]:
+        return cast(StateT, cached[1]), cached[0]
+    state, head = _read_stream_state(store, codec, stream_id)
+    if state is not None:
+        cache.put(codec.kind, stream_id, head, state)
+    return state, head
+
+
+def _read_stream_state(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
+) -> tuple[StateT | None, int]:
     projection = store.read_projection(stream_id)
     if projection is None:
         return None, 0
@@ -72,6 +132,7 @@ def decide_and_append(
             new_head = _append(store, codec, stream_id, head, events, after, index, durable)
         except StreamConflict:
             continue  # another writer appended first: decide again on the new state
+        _cache_of(store).put(codec.kind, stream_id, new_head, after)
         return Appended(events=events, state=after, head_seq=new_head)
     raise Aborted(
         f"{stream_id}: gave up after {MAX_CONFLICT_RETRIES} conflicting writers",
@@ -148,6 +209,10 @@ def decide_and_append_many(
             store.append_many(parts, durable=durable)
         except StreamConflict:
             continue  # another writer moved one of the streams: decide all again
+        cache = _cache_of(store)
+        for plan, done in zip(plans, results, strict=True):
+            if done.events and done.state is not None:
+                cache.put(plan.codec.kind, plan.stream_id, done.head_seq, done.state)
         return results
     raise Aborted(
         f"{[p.stream_id for p in plans]}: gave up after {MAX_CONFLICT_RETRIES} conflicts",
