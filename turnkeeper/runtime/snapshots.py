@@ -15,6 +15,13 @@ and a turn can tell when the live file no longer is what the last snapshot saw.
 
 The ordinal (the session's completed-turn count) makes ref names sort in turn
 order, which is how retention finds the oldest snapshots to prune.
+
+Cost. Each session keeps its own index file next to its copies, so ``git add -A``
+re-hashes only what changed since the last snapshot. A turn that changed nothing
+— same stat fingerprint of the worktree, HEAD and artifact
+(runtime/workspace_fingerprint.py), or the same tree, parent and artifact digest —
+reuses the last snapshot instead of writing a new commit: the snapshot a revert
+restores is then the same, byte for byte.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +40,8 @@ from typing import Any
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, TurnkeeperError, Unavailable
 from turnkeeper.hosts import claude, codex
+from turnkeeper.runtime.workspace import git_revision
+from turnkeeper.runtime.workspace_fingerprint import fingerprint
 
 REF_PREFIX = "refs/turnkeeper/snapshots"
 PRIVATE_DIR = ".turnkeeper"
@@ -58,6 +68,14 @@ class Snapshot:
     artifact_path: str | None = None
     artifact_copy: str | None = None
     artifact_digest: str | None = None
+    parent: str | None = None  # HEAD when it was taken
+
+
+# The last snapshot of each (workspace, session) in this process, with the stat
+# fingerprint taken just before it: what a turn that changed nothing reuses.
+_last: dict[tuple[Path, str], tuple[str | None, Snapshot]] = {}
+_last_lock = threading.Lock()
+_repositories: dict[Path, int] = {}  # workspace -> inode of its .git, when it is a top level
 
 
 def retain_count() -> int:
@@ -106,10 +124,24 @@ def git(
 
 
 def is_repository(workspace: Path) -> bool:
+    """Whether ``workspace`` is the top level of a git repository. Remembered per
+    ``.git`` inode: a workspace without ``.git`` is answered by stat alone."""
     if not workspace.is_dir():
         return False
+    try:
+        marker = (workspace / ".git").stat().st_ino
+    except OSError:
+        marker = None
+    key = workspace.resolve()
+    if marker is not None and _repositories.get(key) == marker:
+        return True
+    if marker is None and "GIT_DIR" not in os.environ:
+        return False
     proc = git(workspace, "rev-parse", "--show-toplevel", check=False)
-    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == workspace.resolve()
+    found = proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == key
+    if found and marker is not None:
+        _repositories[key] = marker
+    return found
 
 
 def _head(workspace: Path) -> str | None:
@@ -171,19 +203,46 @@ def capture(
 ) -> Snapshot | None:
     """Snapshot ``workspace`` (and copy ``artifact``) for the turn; None outside a git
     repository's top level (nothing to snapshot). Idempotent for one turn: a retry
-    after a crash rewrites the same ref and copy."""
+    after a crash rewrites the same ref and copy. A workspace unchanged since the
+    session's last snapshot in this process gets that snapshot back."""
     if not is_repository(workspace):
         return None
+    key = (workspace.resolve(), session_id)
+    seen = fingerprint(workspace, [artifact] if artifact is not None else [])
+    with _last_lock:
+        last = _last.get(key)
+    if seen is not None and last is not None and last[0] == seen.digest:
+        return last[1]
+    snapshot = _capture(workspace, session_id, turn_id, ordinal, artifact, last, retain)
+    with _last_lock:
+        _last[key] = (seen.digest if seen is not None and seen.trusted else None, snapshot)
+    return snapshot
+
+
+def _capture(
+    workspace: Path,
+    session_id: str,
+    turn_id: str,
+    ordinal: int,
+    artifact: Path | None,
+    last: tuple[str | None, Snapshot] | None,
+    retain: int | None,
+) -> Snapshot:
+    tree = _session_tree(workspace, session_id)
+    parent = git_revision(workspace)
+    digest = sha256_file(artifact) if artifact is not None and artifact.is_file() else None
+    if last is not None:
+        previous = last[1]
+        was = (previous.tree, previous.parent, previous.artifact_digest, previous.artifact_path)
+        if was == (tree, parent, digest, str(artifact) if artifact is not None else None):
+            return previous  # only ignored or stat-only changes: the same snapshot
     name = snapshot_name(ordinal, turn_id)
-    tree = workspace_tree(workspace)
-    parent = _head(workspace)
     message = f"turnkeeper snapshot\n\nsession: {session_id}\nturn: {turn_id}\n"
     args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
     commit = git(workspace, *args).stdout.strip()
     ref = f"{REF_PREFIX}/{session_id}/{name}"
     git(workspace, "update-ref", ref, commit)
     copied: Path | None = None
-    digest: str | None = None
     if artifact is not None and artifact.is_file():
         target = copy_dir(workspace, session_id, name)
         target.mkdir(parents=True, exist_ok=True)
@@ -199,8 +258,44 @@ def capture(
         tree=tree,
         artifact_path=str(artifact) if artifact is not None else None,
         artifact_copy=str(copied) if copied is not None else None,
-        artifact_digest=digest,
+        artifact_digest=digest if copied is not None else None,
+        parent=parent,
     )
+
+
+def _session_tree(workspace: Path, session_id: str) -> str:
+    """The worktree's tree through the session's own index file, kept in the git
+    directory (``.git/turnkeeper/``: never part of the worktree or ``git status``)
+    between snapshots, so its stat cache spares ``add -A`` from re-hashing unchanged
+    files. A damaged index (a crash cannot leave one: git renames it into place) is
+    rebuilt. A ``.git`` file (a linked worktree) gets a throwaway index each time."""
+    index = session_index_file(workspace, session_id)
+    if index is None:
+        return workspace_tree(workspace)
+    env = {"GIT_INDEX_FILE": str(index)}
+    for attempt in range(2):
+        if not index.is_file():
+            index.parent.mkdir(parents=True, exist_ok=True)
+            _seed_index(workspace, index, env)
+        try:
+            git(workspace, "add", "-A", "--", *_PATHSPEC, env=env)
+            return git(workspace, "write-tree", env=env).stdout.strip()
+        except FailedPrecondition:
+            if attempt:
+                raise
+            index.unlink(missing_ok=True)
+    raise AssertionError("unreachable")
+
+
+def session_index_file(workspace: Path, session_id: str) -> Path | None:
+    git_dir = workspace / ".git"
+    return git_dir / "turnkeeper" / f"{session_id}.index" if git_dir.is_dir() else None
+
+
+def forget(workspace: Path, session_id: str) -> None:
+    """Drop what this process remembers of the session's last snapshot."""
+    with _last_lock:
+        _last.pop((workspace.resolve(), session_id), None)
 
 
 def session_refs(workspace: Path, session_id: str) -> list[tuple[str, str]]:
@@ -229,6 +324,10 @@ def prune(workspace: Path, session_id: str, retain: int) -> list[str]:
 
 def remove_all(workspace: Path, session_id: str) -> None:
     """Every snapshot ref and copy of a session (session delete): no orphans left."""
+    forget(workspace, session_id)
+    index = session_index_file(workspace, session_id)
+    if index is not None:
+        index.unlink(missing_ok=True)
     for ref, _ in session_refs(workspace, session_id):
         git(workspace, "update-ref", "-d", ref)
     shutil.rmtree(workspace / PRIVATE_DIR / "snapshots" / session_id, ignore_errors=True)

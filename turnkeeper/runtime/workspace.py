@@ -1,15 +1,30 @@
 """Probing a workspace: facts that are re-read, never replayed (seed 001).
 
 An old receipt proves the past, not the present: the checkout and its
-uncommitted diff are asked of git every time they matter.
+uncommitted diff are asked of git every time they matter. Asking costs a process
+(a few milliseconds), and a turn asks more than once, so the answer for HEAD is
+kept with the file stats it depends on — ``.git/HEAD``, the branch's ref file,
+``packed-refs`` — and git is asked again as soon as any of them changed (git
+replaces each of these files by rename, so every update gives a new inode). A
+directory with no ``.git`` at or above it is no repository, without asking.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+import threading
 from pathlib import Path
 
 from pydantic import BaseModel
+
+# Environment that changes how git finds a repository: with any of it set, the
+# stat shortcuts below would not describe what git does, so git is always asked.
+_DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR")
+
+_Stamp = tuple[tuple[str, int, int, int] | None, ...]
+_revisions: dict[Path, tuple[_Stamp, str | None]] = {}
+_revisions_lock = threading.Lock()
 
 
 class WorkspaceProbe(BaseModel):
@@ -29,9 +44,63 @@ def _git(cwd: Path, *args: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+def discovery_overridden() -> bool:
+    return any(name in os.environ for name in _DISCOVERY_ENV)
+
+
+def git_marker(cwd: Path) -> Path | None:
+    """The nearest ``.git`` (directory or file) at or above ``cwd``, by stat alone."""
+    for directory in (cwd, *cwd.parents):
+        candidate = directory / ".git"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _stat(path: Path) -> tuple[str, int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def head_stamp(git_dir: Path) -> _Stamp | None:
+    """What HEAD's value depends on, or None when it cannot be told by stat (a
+    ``.git`` file of a worktree or submodule, an unreadable HEAD)."""
+    if not git_dir.is_dir():
+        return None
+    head = git_dir / "HEAD"
+    try:
+        text = head.read_text().strip()
+    except OSError:
+        return None
+    stamp: list[tuple[str, int, int, int] | None] = [_stat(head), _stat(git_dir / "packed-refs")]
+    if text.startswith("ref: "):
+        stamp.append(_stat(git_dir / text[5:]))
+    return tuple(stamp)
+
+
 def git_revision(cwd: Path) -> str | None:
     """The commit checked out at ``cwd``, or None outside a repository / before a commit."""
-    return _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
+    if discovery_overridden():
+        return _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
+    marker = git_marker(cwd.resolve())
+    if marker is None:
+        return None
+    stamp = head_stamp(marker)
+    if stamp is None:
+        return _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
+    key = cwd.resolve()
+    with _revisions_lock:
+        known = _revisions.get(key)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    revision = _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
+    if head_stamp(marker) == stamp:  # nothing moved while git answered
+        with _revisions_lock:
+            _revisions[key] = (stamp, revision)
+    return revision
 
 
 def probe_workspace(path: Path) -> WorkspaceProbe:
