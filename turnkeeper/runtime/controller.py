@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -46,6 +47,8 @@ from turnkeeper.runtime.snapshots import sha256_file
 from turnkeeper.store.base import EventStore
 
 Progress = Callable[[str], None]
+# Sessions recovered at once on restart (threads: the work is probes and commits).
+RECOVERY_WORKERS = 8
 
 
 def controller_owner() -> str:
@@ -177,12 +180,7 @@ class Controller:
         summary = RunSummary()
         active: list[str] = []
         try:
-            for sid in ids:
-                self.acquire(sid)
-                report = self.recovery.recover(sid)
-                kinds = ", ".join(a.kind for a in report.actions)
-                self._progress(f"session {sid[:8]}: recovered ({kinds})")
-                active.append(sid)
+            active.extend(self._recover_all(ids))
             while active and not self._stop.is_set():
                 for sid in list(active):
                     why = self._step(sid, summary)
@@ -201,6 +199,33 @@ class Controller:
             for sid in list(self._tokens):
                 self.release(sid)
         return summary
+
+    def _recover_all(self, ids: list[str]) -> list[str]:
+        """Take each session's lease and apply the recovery table to it, several sessions
+        at a time: their probes (git, /proc) overlap, and their commits share the
+        store's group commit — after a crash with many turns in flight, restart time
+        is what they have in flight, not one fsync and one probe after another.
+        Sessions are independent, so the order they finish in does not matter; the
+        first error is raised once every session got its chance."""
+
+        def recover(sid: str) -> str:
+            self.acquire(sid)
+            report = self.recovery.recover(sid)
+            kinds = ", ".join(a.kind for a in report.actions)
+            self._progress(f"session {sid[:8]}: recovered ({kinds})")
+            return sid
+
+        if len(ids) <= 1:
+            return [recover(sid) for sid in ids]
+        workers = min(RECOVERY_WORKERS, len(ids))
+        with ThreadPoolExecutor(workers, thread_name_prefix="turnkeeper-recovery") as pool:
+            futures = [pool.submit(recover, sid) for sid in ids]
+            wait(futures)
+        for future in futures:
+            error = future.exception()
+            if error is not None:
+                raise error
+        return [future.result() for future in futures]
 
     def _budget_spent(self, summary: RunSummary) -> bool:
         return self.config.max_turns is not None and summary.turns >= self.config.max_turns
