@@ -175,9 +175,7 @@ class TurnCommits:
         artifact = artifact_path(
             state.host_kind, state.host_config, handle, workspace, reported_artifact
         )
-        base = SnapshotRef(
-            kernel_seq=0, workspace_revision=git_revision(workspace), host_artifact_digest=None
-        )
+        base = SnapshotRef(kernel_seq=0, workspace_revision=None, host_artifact_digest=None)
         try:
             snap = capture(
                 workspace,
@@ -191,11 +189,12 @@ class TurnCommits:
             # A workspace git cannot snapshot (locked, corrupt) must not lose the turn's
             # completion: the turn completes without a snapshot, and a revert to it is
             # refused (FAILED_PRECONDITION) rather than restoring something else.
-            return base
+            return base.model_copy(update={"workspace_revision": git_revision(workspace)})
         if snap is None:
-            return base
+            return base.model_copy(update={"workspace_revision": git_revision(workspace)})
         return base.model_copy(
             update={
+                "workspace_revision": snap.parent,
                 "snapshot_ref": snap.ref,
                 "workspace_commit": snap.commit,
                 "workspace_tree": snap.tree,

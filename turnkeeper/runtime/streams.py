@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, cast
 
-from turnkeeper.errors import Aborted, StreamConflict
+from turnkeeper.errors import Aborted, StreamConflict, TurnkeeperError
 from turnkeeper.runtime.codec import EventT, StateT, StreamCodec
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import IndexEntry, StreamAppend
@@ -89,6 +89,28 @@ def load_stream(
     return state, head
 
 
+def _state_for_write(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str, optimistic: bool
+) -> tuple[StateT | None, int, bool]:
+    """The state to decide a write on, its head, and whether the head was confirmed.
+
+    A write need not confirm the cached head first: it appends with ``expected_seq``
+    = that head, so a stale cache ends in :class:`StreamConflict` and nothing written.
+    What the append cannot catch — a decision that wrote nothing or was rejected —
+    is confirmed by :func:`_unconfirmed_and_moved` before it is returned.
+    """
+    if optimistic:
+        cached = _cache_of(store).get(codec.kind, stream_id)
+        if cached is not None:
+            return cast(StateT, cached[1]), cached[0], False
+    state, head = load_stream(store, codec, stream_id)
+    return state, head, True
+
+
+def _unconfirmed_and_moved(store: EventStore, stream_id: str, head: int, confirmed: bool) -> bool:
+    return not confirmed and store.head(stream_id) != head
+
+
 def _read_stream_state(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
 ) -> tuple[StateT | None, int]:
@@ -119,10 +141,17 @@ def decide_and_append(
     ``durable=False`` lets the store commit without waiting for the disk; only
     for records whose loss the recovery table covers.
     """
-    for _ in range(MAX_CONFLICT_RETRIES):
-        state, head = load_stream(store, codec, stream_id)
-        events = list(decide(state))
+    for attempt in range(MAX_CONFLICT_RETRIES):
+        state, head, confirmed = _state_for_write(store, codec, stream_id, attempt == 0)
+        try:
+            events = list(decide(state))
+        except TurnkeeperError:
+            if _unconfirmed_and_moved(store, stream_id, head, confirmed):
+                continue  # rejected on a stale cached state: judge the current one
+            raise
         if not events:
+            if _unconfirmed_and_moved(store, stream_id, head, confirmed):
+                continue
             return Appended(events=[], state=state, head_seq=head)
         after = state
         for event in events:
@@ -181,12 +210,24 @@ def decide_and_append_many(
     Plans whose decision is empty write nothing; a typed rejection from any plan
     writes nothing at all.
     """
-    for _ in range(MAX_CONFLICT_RETRIES):
+    for attempt in range(MAX_CONFLICT_RETRIES):
         results: list[Appended[Any, Any]] = []
         parts: list[StreamAppend] = []
+        stale = False
         for plan in plans:
-            state, head = load_stream(store, plan.codec, plan.stream_id)
-            events = list(plan.decide(state))
+            state, head, confirmed = _state_for_write(
+                store, plan.codec, plan.stream_id, attempt == 0
+            )
+            try:
+                events = list(plan.decide(state))
+            except TurnkeeperError:
+                if _unconfirmed_and_moved(store, plan.stream_id, head, confirmed):
+                    stale = True  # rejected on a stale cached state: judge the current one
+                    break
+                raise
+            if not events and _unconfirmed_and_moved(store, plan.stream_id, head, confirmed):
+                stale = True
+                break
             after = state
             for event in events:
                 after = plan.codec.evolve_event(after, event)
@@ -203,6 +244,8 @@ def decide_and_append_many(
                         index=tuple(plan.index(events)),
                     )
                 )
+        if stale:
+            continue
         if not parts:
             return results
         try:

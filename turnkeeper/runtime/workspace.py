@@ -85,13 +85,13 @@ def git_revision(cwd: Path) -> str | None:
     """The commit checked out at ``cwd``, or None outside a repository / before a commit."""
     if discovery_overridden():
         return _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
-    marker = git_marker(cwd.resolve())
+    key = cwd.resolve()
+    marker = git_marker(key)
     if marker is None:
         return None
     stamp = head_stamp(marker)
     if stamp is None:
         return _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
-    key = cwd.resolve()
     with _revisions_lock:
         known = _revisions.get(key)
     if known is not None and known[0] == stamp:
