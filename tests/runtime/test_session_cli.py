@@ -123,6 +123,7 @@ def test_session_show_list_and_unique_prefixes(project: Path, tk: Invoke) -> Non
     _goal(tk, "g1", "work")
     ws = str(_workspace(project, "ws"))
     created = run_json(tk, "session", "create", "g1", "--workspace", ws)
+    assert created.pop("request_id")  # the create's own answer names its request id
     sid = created["session_id"]
 
     assert run_json(tk, "session", "show", sid) == created

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from turnkeeper.kernel.session.events import StatusAction
 from turnkeeper.runtime.controller import Controller, ControllerConfig, stop_on_signals
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.operations import OperationResult, Operations
+from turnkeeper.runtime.request_ids import check_request_id
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.snapshots import session_refs
 
@@ -44,9 +46,18 @@ def session_create(
     host: str = typer.Option("scripted", help="Host kind: subprocess, python, scripted, ..."),
     host_config: str = typer.Option("{}", help="Host configuration as JSON, or @FILE."),
     workspace: Path = typer.Option(Path("."), help="The git worktree the agent works in."),
+    request_id: str | None = typer.Option(
+        None,
+        "--request-id",
+        help="Client request id: a retry with the same id and arguments returns the same "
+        "session. Default: a new id, printed.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Bind an agent host to a goal and a workspace."""
+    # Generated when omitted, and printed: the caller can still retry under it.
+    rid = request_id if request_id is not None else str(uuid.uuid4())
+    check_request_id(rid)
     config = _host_config(host_config)
     if not workspace.is_dir():
         raise InvalidArgument(f"workspace {workspace} is not a directory", reason="no_workspace")
@@ -55,11 +66,13 @@ def session_create(
     load_host(host, split_host_config(config))  # as the driver loads it
     with open_project_store() as (_, store):
         GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
-        state = SessionService(store).create(goal_id, workspace, host, config)
+        state = SessionService(store).create(goal_id, workspace, host, config, request_id=rid)
     if as_json:
-        print_json(state)
+        print_json({**state.model_dump(mode="json"), "request_id": rid})
     else:
-        console.print(f"created session [bold]{state.session_id}[/] on goal {goal_id}")
+        console.print(
+            f"created session [bold]{state.session_id}[/] on goal {goal_id} (request {rid})"
+        )
 
 
 @session_app.command("show")
@@ -196,7 +209,7 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
 
 
 operation_app = typer.Typer(
-    help="Durable session operations (revert, delete).", no_args_is_help=True
+    help="Durable session operations (create, revert, delete).", no_args_is_help=True
 )
 
 

@@ -1,4 +1,6 @@
 """Durable session operations: revert (seed 002) and delete, each under a request id.
+(``create`` is ``SessionService.create`` under a request id; ``operation show`` reads
+all three, see runtime/operation_log.py.)
 
 Revert runs in three steps:
 
@@ -21,21 +23,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from turnkeeper.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from turnkeeper.errors import AlreadyExists, FailedPrecondition
 from turnkeeper.kernel.session import SessionState
-from turnkeeper.kernel.session._operation_model import (
-    OperationFinished,
-    OperationJoined,
-    OperationKind,
-    OperationStarted,
-    OperationStepRecorded,
-    PendingOperation,
-)
+from turnkeeper.kernel.session._operation_model import OperationKind, PendingOperation
 from turnkeeper.kernel.session.commands import (
     BeginOperation,
     FinishOperation,
@@ -44,7 +39,9 @@ from turnkeeper.kernel.session.commands import (
 )
 from turnkeeper.runtime.controller import Controller, owner_is_dead
 from turnkeeper.runtime.crashpoints import crash_point
-from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService
+from turnkeeper.runtime.operation_log import OperationRecord, read_operation
+from turnkeeper.runtime.request_ids import OPERATION_KIND, check_request_id
+from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.snapshots import (
     commit_exists,
     is_repository,
@@ -55,6 +52,8 @@ from turnkeeper.runtime.snapshots import (
 )
 from turnkeeper.store.base import EventStore
 
+__all__ = ["OperationRecord", "OperationResult", "Operations", "payload_digest"]
+
 REVERT_NOTE = (
     "session crashed; the turn in flight failed and the session is reverted to its last "
     "completed snapshot"
@@ -62,27 +61,6 @@ REVERT_NOTE = (
 # Called at each revert step with its crash point name; tests inject failures here.
 FaultHook = Callable[[str], None]
 Result = Literal["reverted", "deleted", "unchanged", "superseded", "pending"]
-
-
-@dataclass
-class OperationRecord:
-    """An operation as its session stream tells it (``operation show``)."""
-
-    request_id: str
-    session_id: str
-    kind: OperationKind
-    root_request_id: str  # the operation this request started or joined
-    status: Literal["pending", "finished"] = "pending"
-    outcome: str | None = None
-    superseded_by: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-    steps: list[str] = field(default_factory=list)
-    generation: int | None = None
-    payload_digest: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -103,11 +81,6 @@ class OperationResult:
 
 def payload_digest(kind: str, session_id: str) -> str:
     return hashlib.sha256(f"{kind}\0{session_id}".encode()).hexdigest()[:32]
-
-
-def _check_request_id(request_id: str) -> None:
-    if not request_id or len(request_id) > 200 or not request_id.isprintable():
-        raise InvalidArgument("a request id is 1-200 printable characters", reason="bad_id")
 
 
 class Operations:
@@ -133,49 +106,7 @@ class Operations:
     # --- reading ------------------------------------------------------------------------
 
     def show(self, request_id: str) -> OperationRecord:
-        _check_request_id(request_id)
-        found = self._store.lookup(request_id)
-        if found is None or found[1] != "operation":
-            raise NotFound(f"operation {request_id!r} not found", reason="operation_not_found")
-        stream = found[0]
-        sid = stream.removeprefix("session:")
-        record: OperationRecord | None = None
-        root = request_id
-        for raw in self._store.read_stream(stream):
-            if not raw.type.startswith("operation."):
-                continue
-            event = SESSION_CODEC.decode_event(raw)
-            if isinstance(event, OperationJoined) and event.request_id == request_id:
-                root = event.joined
-                if record is None:  # joined an operation started before: re-read below
-                    return self._joined(sid, request_id, root)
-            if isinstance(event, OperationStarted) and event.request_id == root:
-                record = OperationRecord(
-                    request_id=request_id,
-                    session_id=sid,
-                    kind=event.kind,
-                    root_request_id=root,
-                    started_at=event.at.isoformat(),
-                    generation=event.generation,
-                    payload_digest=event.payload_digest,
-                )
-            elif record is None:
-                continue
-            elif isinstance(event, OperationStepRecorded) and event.request_id == root:
-                record.steps.append(event.step)
-            elif isinstance(event, OperationFinished) and event.request_id == root:
-                record.status, record.outcome = "finished", event.outcome
-                record.superseded_by = event.superseded_by
-                record.finished_at = event.at.isoformat()
-        if record is None:
-            raise NotFound(f"operation {request_id!r} not found", reason="operation_not_found")
-        return record
-
-    def _joined(self, sid: str, request_id: str, root: str) -> OperationRecord:
-        base = self.show(root)
-        base.request_id = request_id
-        base.session_id = sid
-        return base
+        return read_operation(self._store, request_id)
 
     def _known(self, request_id: str, kind: str, sid: str) -> OperationRecord | None:
         """The operation ``request_id`` already names, or None for a new request.
@@ -183,7 +114,7 @@ class Operations:
         found = self._store.lookup(request_id)
         if found is None:
             return None
-        record = self.show(request_id) if found[1] == "operation" else None
+        record = self.show(request_id) if found[1] == OPERATION_KIND else None
         if record is None or record.session_id != sid or record.kind != kind:
             raise AlreadyExists(
                 f"request id {request_id!r} was used for another request",
@@ -194,7 +125,7 @@ class Operations:
     # --- revert -------------------------------------------------------------------------
 
     def revert(self, session_id: str, request_id: str) -> OperationResult:
-        _check_request_id(request_id)
+        check_request_id(request_id)
         sid = self._sessions.resolve_id(session_id)
         known = self._known(request_id, "revert", sid)
         if known is not None and known.status == "finished":
@@ -267,7 +198,7 @@ class Operations:
     # --- delete -------------------------------------------------------------------------
 
     def delete(self, session_id: str, request_id: str) -> OperationResult:
-        _check_request_id(request_id)
+        check_request_id(request_id)
         sid = self._sessions.resolve_id(session_id)
         known = self._known(request_id, "delete", sid)
         if known is not None and known.status == "finished":

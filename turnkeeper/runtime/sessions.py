@@ -23,6 +23,7 @@ from turnkeeper.kernel.session import (
 from turnkeeper.kernel.session.events import ReceiptRecorded, TurnAccepted, TurnCompleted
 from turnkeeper.runtime.codec import StreamCodec
 from turnkeeper.runtime.goals import utc_now
+from turnkeeper.runtime.request_ids import check_request_free_or_for, session_id_for_request
 from turnkeeper.runtime.streams import Appended, decide_and_append, load_stream
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import IndexEntry
@@ -59,6 +60,8 @@ def session_index(events: Sequence[SessionEvent]) -> list[IndexEntry]:
     for event in events:
         if event.type == "session.created":
             entries.append(IndexEntry(entity_id=event.session_id, entity_kind="session"))
+            if event.request_id is not None:  # `operation show ID` finds the create
+                entries.append(IndexEntry(entity_id=event.request_id, entity_kind="operation"))
         elif event.type == "turn.accepted":
             entries.append(IndexEntry(entity_id=event.envelope.turn_id, entity_kind="turn"))
         elif event.type == "operation.started" or (
@@ -88,7 +91,19 @@ class SessionService:
         host_kind: str,
         host_config: dict[str, Any] | None = None,
         session_id: str | None = None,
+        request_id: str | None = None,
     ) -> SessionState:
+        """Create a session. Under a client ``request_id`` the create is a durable
+        operation: a retry with the same payload returns the same session and writes
+        nothing; another payload is ALREADY_EXISTS (runtime/request_ids.py)."""
+        if request_id is not None:
+            if session_id is not None:
+                raise InvalidArgument(
+                    "a create names its session by request id or by session id, not both",
+                    reason="session_id_with_request_id",
+                )
+            session_id = session_id_for_request(request_id)
+            check_request_free_or_for(self._store, request_id, session_stream(session_id))
         sid = session_id or str(uuid.uuid4())
         command = CreateSession(
             session_id=sid,
@@ -96,6 +111,7 @@ class SessionService:
             workspace=str(workspace.resolve()),
             host_kind=host_kind,
             host_config=host_config or {},
+            request_id=request_id,
         )
         done = self.execute(sid, command)
         assert done.state is not None

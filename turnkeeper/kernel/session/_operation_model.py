@@ -1,11 +1,16 @@
-"""Durable lifecycle operations on a session (delete, revert): state, commands, events.
+"""Durable lifecycle operations on a session (create, delete, revert): state and events.
 
 Operations live in the session stream itself, not a stream of their own: admitting
 a revert must fail the interrupted turn and start the operation in ONE transaction
 under the session lease (seed 002), and a single stream makes that one append.
 The request id is indexed (entity kind ``operation``) so ``operation show ID`` and a
 retried request find the stream; at most one operation is pending per session, so
-the folded state stays bounded. ``create`` is the session's own ``session.created``.
+the folded state stays bounded.
+
+``create`` is the session's own ``session.created`` (carrying its request id and
+payload digest): it completes in the one append that starts the stream, at expected
+sequence 0, so it is never pending and needs no executor lease; that append is its
+compare-and-swap.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from pydantic import AwareDatetime, Field
 
 from turnkeeper.kernel.session._model import Id, KernelModel, ShortText
 
+# The kinds that can be pending (create never is: see above).
 OperationKind = Literal["delete", "revert"]
+# Every kind a request id can name (``operation show``).
+RecordedOperationKind = Literal["create", "delete", "revert"]
 OperationOutcome = Literal["reverted", "deleted", "superseded"]
 OperationStep = Literal["restored"]
 

@@ -37,6 +37,10 @@ class _Fenced(KernelModel):
 
 
 class CreateSession(KernelModel):
+    """``request_id``: the client's id for this create (a retry with the same id and
+    payload changes nothing; another payload is ALREADY_EXISTS). The runtime derives
+    ``session_id`` from it, so a retry lands on the same stream."""
+
     type: Literal["create_session"] = "create_session"
     session_id: UuidStr
     goal_id: Id
@@ -44,6 +48,7 @@ class CreateSession(KernelModel):
     host_kind: Id
     host_config: JsonDict = Field(default_factory=dict)
     generation: int = Field(default=1, ge=1)
+    request_id: Id | None = None
 
 
 class AcquireLease(KernelModel):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from turnkeeper.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
 from turnkeeper.kernel.session import _turns, operations
 from turnkeeper.kernel.session import commands as cmd
 from turnkeeper.kernel.session import events as ev
@@ -20,32 +20,6 @@ from turnkeeper.kernel.session.recovery import resolve_host_recovery
 from turnkeeper.kernel.session.state import SessionState, SessionStatus
 
 UNBOUND_RESTORED_TURN_LOST = "unbound_restored_turn_lost"
-
-
-def _create(
-    state: SessionState | None, command: cmd.CreateSession, now: datetime
-) -> list[SessionEvent]:
-    created = ev.SessionCreated(
-        session_id=command.session_id,
-        goal_id=command.goal_id,
-        workspace=command.workspace,
-        host_kind=command.host_kind,
-        host_config=command.host_config,
-        generation=command.generation,
-        at=now,
-    )
-    if state is None:
-        return [created]
-    same = (
-        state.session_id == command.session_id
-        and state.goal_id == command.goal_id
-        and state.workspace == command.workspace
-        and state.host_kind == command.host_kind
-        and state.host_config == command.host_config
-    )
-    if same:
-        return []  # a retried create joins the session it already made
-    raise AlreadyExists("session exists with another payload", reason="session_exists")
 
 
 def _check_expiry(expires_at: datetime, now: datetime) -> None:
@@ -228,7 +202,7 @@ def decide_session(
     if now.tzinfo is None:
         raise InvalidArgument("now must be timezone-aware", reason="naive_datetime")
     if isinstance(command, cmd.CreateSession):
-        return _create(state, command, now)
+        return operations.create(state, command, now)
     if state is None:
         raise NotFound("no such session", reason="session_not_found")
     if state.status == "deleted":

@@ -48,6 +48,10 @@ class SessionCreated(_Event):
     host_kind: Id
     host_config: JsonDict
     generation: int = Field(ge=1)
+    # A create under a client request id (None before request ids, or without one):
+    # ``operation show`` reads them here, the session's first event.
+    request_id: Id | None = None
+    payload_digest: Id | None = None
 
 
 class LeaseAcquired(_Event):

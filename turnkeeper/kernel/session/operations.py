@@ -1,7 +1,9 @@
-"""Deciding and folding durable operations (delete, revert) on a session. Pure.
+"""Deciding and folding durable operations (create, delete, revert) on a session. Pure.
 
 Rules (DESIGN.md "Revert", seed 002):
 
+* a create is the stream's first append: a retry with the same request id and
+  payload changes nothing, another payload is ``ALREADY_EXISTS``;
 * a pending operation of the same kind is joined by a retried request, whatever its
   request id; another kind conflicts (``ABORTED``), except that a delete supersedes
   a pending revert;
@@ -15,11 +17,14 @@ Rules (DESIGN.md "Revert", seed 002):
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime
 from typing import Any
 
 from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition
 from turnkeeper.kernel.session import commands as cmd
+from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session._operation_model import (
     OperationFinished,
     OperationJoined,
@@ -36,6 +41,62 @@ from turnkeeper.kernel.session.state import (
 )
 
 CRASH_NOTE_CODE = "crashed_turn_reverted"
+
+
+# --- create ------------------------------------------------------------------------------
+
+
+def create_payload_digest(command: cmd.CreateSession) -> str:
+    """What a create asked for, as recorded with its request id (canonical JSON)."""
+    payload = {
+        "goal_id": command.goal_id,
+        "workspace": command.workspace,
+        "host_kind": command.host_kind,
+        "host_config": command.host_config,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def create(
+    state: SessionState | None, command: cmd.CreateSession, now: datetime
+) -> list[SessionEvent]:
+    digest = create_payload_digest(command) if command.request_id is not None else None
+    if state is None:
+        return [
+            ev.SessionCreated(
+                session_id=command.session_id,
+                goal_id=command.goal_id,
+                workspace=command.workspace,
+                host_kind=command.host_kind,
+                host_config=command.host_config,
+                generation=command.generation,
+                request_id=command.request_id,
+                payload_digest=digest,
+                at=now,
+            )
+        ]
+    # The payload fields never change after creation, so comparing them is comparing
+    # the payload the first request recorded (its digest is over the same fields).
+    same = (
+        state.session_id == command.session_id
+        and state.goal_id == command.goal_id
+        and state.workspace == command.workspace
+        and state.host_kind == command.host_kind
+        and state.host_config == command.host_config
+    )
+    if same:
+        return []  # a retried create joins the session it already made
+    if command.request_id is not None:
+        raise AlreadyExists(
+            f"request id {command.request_id!r} was used for another request",
+            reason="request_id_reused",
+            details={"session_id": state.session_id},
+        )
+    raise AlreadyExists("session exists with another payload", reason="session_exists")
+
+
+# --- delete and revert -------------------------------------------------------------------
 
 
 def _join(
