@@ -244,6 +244,48 @@ def test_delete_supersedes_a_pending_revert_and_leaves_no_orphan(project: CrashP
     assert REF_PREFIX not in _git_out(project.repo, "for-each-ref")
 
 
+def test_a_closed_session_is_deleted_with_everything_it_kept(project: CrashProject) -> None:
+    sid = project.session_id
+    result = project.run_control_plane()  # the goal closes, and so does the session
+    assert result.summary()["stops"] == {sid: "goal_terminal"}, result.describe()
+    assert project.session().status == "closed"
+    assert project.session().lease.owner is None  # the run gave its lease back
+    assert session_refs(project.repo, sid)
+    assert (project.repo / ".turnkeeper" / "snapshots" / sid).is_dir()
+    refused = project.cli("session", "revert", sid, "--request-id", "r1", "--json")
+    assert refused.json()["result"] == "unchanged"  # a closed session is not crashed
+    deleted = project.cli("session", "delete", sid, "--request-id", "d1", "--json").json()
+    assert (deleted["result"], deleted["session"]["status"]) == ("deleted", "deleted")
+    assert session_refs(project.repo, sid) == []
+    assert not (project.repo / ".turnkeeper" / "snapshots" / sid).exists()
+    assert "refs/turnkeeper/" not in _git_out(project.repo, "for-each-ref")
+    shown = project.cli("operation", "show", "d1", "--json").json()
+    assert (shown["kind"], shown["outcome"]) == ("delete", "deleted")
+    # The goal's work stays: deleting a session removes turnkeeper's copies only.
+    assert (project.repo / "a.txt").read_text() == "A\n"
+    assert (project.repo / "b.txt").read_text() == "B\n"
+
+
+def test_a_closed_session_whose_delete_was_interrupted_is_deleted_by_a_retry(
+    project: CrashProject,
+) -> None:
+    sid = project.session_id
+    project.run_control_plane()
+    assert project.session().status == "closed"
+    args = ("session", "delete", sid, "--request-id", "d1", "--json")
+    killed = project.cli(*args, crash_at="delete.admitted")
+    assert killed.returncode == -signal.SIGKILL, killed.describe()
+    state = project.session()
+    assert state.status == "closed"
+    assert state.operation is not None and state.operation.kind == "delete"
+    # Another request joins the pending delete; the dead executor is taken over.
+    retried = project.cli("session", "delete", sid, "--request-id", "d2", "--json").json()
+    assert retried["result"] == "deleted"
+    assert retried["operation"]["root_request_id"] == "d1"
+    assert session_refs(project.repo, sid) == []
+    assert not (project.repo / ".turnkeeper" / "snapshots" / sid).exists()
+
+
 def test_a_delayed_caller_with_a_superseded_generation_changes_nothing(
     project: CrashProject,
 ) -> None:

@@ -191,7 +191,7 @@ def session_revert(
 def session_delete(
     session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
 ) -> None:
-    """Delete a session (superseding a pending revert) and its snapshots."""
+    """Delete a session, closed or not (superseding a pending revert), and its snapshots."""
     with open_project_store() as (_, store):
         done = Operations(store).delete(session_id, request_id)
     _print_operation(done, as_json)

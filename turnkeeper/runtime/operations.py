@@ -16,20 +16,22 @@ Revert runs in three steps:
 A failure anywhere keeps the operation pending; the retry (same or another request
 id) joins it and completes it. A session that is not crashed comes back unchanged,
 which is also what a retry sees after a revert whose answer was lost. Delete
-supersedes a pending revert and removes the session's snapshot refs and copies.
+supersedes a pending revert and removes the session's snapshot refs and copies; a
+closed session can be deleted too.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from turnkeeper.errors import AlreadyExists, FailedPrecondition
-from turnkeeper.kernel.session import SessionState
+from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition, TurnkeeperError
+from turnkeeper.kernel.session import AcquireLease, ReleaseLease, SessionState
 from turnkeeper.kernel.session._operation_model import OperationKind, PendingOperation
 from turnkeeper.kernel.session.commands import (
     BeginOperation,
@@ -139,8 +141,7 @@ class Operations:
             return OperationResult(request_id, "unchanged", state)
         self._observe_runtime(state)
         self._point("revert.observed")
-        token = self._controller.acquire(sid)
-        try:
+        with self._lease(state) as token:
             # 2. admit (or join the pending revert)
             op = self._begin(token, state, request_id, "revert", REVERT_NOTE)
             self._point("revert.admitted")
@@ -154,8 +155,6 @@ class Operations:
                 self._sessions.execute(sid, step)
             self._point("revert.restored")
             self._finish(token, sid, op)
-        finally:
-            self._controller.release(sid)
         return self._result(request_id, "reverted", sid)
 
     def _observe_runtime(self, state: SessionState) -> None:
@@ -206,19 +205,53 @@ class Operations:
         state = self._sessions.load(sid)
         if state.status == "deleted":
             return OperationResult(request_id, "unchanged", state)
-        token = self._controller.acquire(sid)
-        try:
+        with self._lease(state) as token:
             op = self._begin(token, state, request_id, "delete", "")
             self._point("delete.admitted")
             # Before the session is marked deleted: a crash here leaves the delete
             # pending and the retry removes whatever is left.
             remove_all(Path(state.workspace), sid)
             self._finish(token, sid, op)
-        finally:
-            self._controller.release(sid)
         return self._result(request_id, "deleted", sid)
 
     # --- shared -------------------------------------------------------------------------
+
+    @contextmanager
+    def _lease(self, state: SessionState) -> Iterator[LeaseToken]:
+        """The session lease for one operation, given back at the end."""
+        sid = state.session_id
+        if state.status != "closed":
+            token = self._controller.acquire(sid)
+            try:
+                yield token
+            finally:
+                self._controller.release(sid)
+            return
+        token = self._acquire_to_delete(sid)
+        try:
+            yield token
+        finally:
+            # Fenced off, or the session deleted: nothing of ours is left to release.
+            with suppress(TurnkeeperError):
+                self._sessions.execute(sid, ReleaseLease(lease=token))
+
+    def _acquire_to_delete(self, sid: str) -> LeaseToken:
+        """``Controller.acquire`` asks for a lease to work, which a closed session refuses;
+        it grants one to delete it. A holder proven dead is taken over the same way."""
+        until = self._sessions.now() + timedelta(seconds=self._controller.config.lease_seconds)
+        ask = AcquireLease(owner=self._controller.owner, expires_at=until, purpose="delete")
+        try:
+            done = self._sessions.execute(sid, ask)
+        except Aborted as held:
+            previous = str(held.details.get("owner", ""))
+            if held.reason != "lease_held" or not owner_is_dead(previous):
+                raise
+            dead = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
+            proof = f"process {previous} is gone"
+            takeover = ask.model_copy(update={"takeover_from": dead, "takeover_proof": proof})
+            done = self._sessions.execute(sid, takeover)
+        assert done.state is not None
+        return LeaseToken(owner=self._controller.owner, epoch=done.state.lease.epoch)
 
     def _begin(
         self,

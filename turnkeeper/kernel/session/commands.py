@@ -60,6 +60,8 @@ class AcquireLease(KernelModel):
     # about an older holder can never displace a newer one.
     takeover_from: LeaseToken | None = None
     takeover_proof: ShortText = ""
+    # A closed session does no more work, so it grants a lease only to delete it.
+    purpose: Literal["work", "delete"] = "work"
 
 
 class RenewLease(_Fenced):

@@ -207,7 +207,7 @@ def decide_session(
         raise NotFound("no such session", reason="session_not_found")
     if state.status == "deleted":
         raise FailedPrecondition("the session was deleted", reason="session_deleted")
-    if state.status == "closed":
+    if state.status == "closed" and not operations.allowed_when_closed(state, command):
         raise FailedPrecondition("the session is closed", reason="session_closed")
     if isinstance(command, cmd.AcquireLease):
         return _acquire(state, command, now)

@@ -12,7 +12,8 @@ Rules (DESIGN.md "Revert", seed 002):
 * a new operation is a compare-and-swap on the generation the caller observed;
 * a revert is admitted only for a crashed session with a completed snapshot, when
   no snapshot is being taken; admission fails the interrupted turn with a crash note;
-* only the executor finishes, with the same generation back.
+* only the executor finishes, with the same generation back;
+* a closed session does no more work, but it can still be deleted.
 """
 
 from __future__ import annotations
@@ -94,6 +95,20 @@ def create(
             details={"session_id": state.session_id},
         )
     raise AlreadyExists("session exists with another payload", reason="session_exists")
+
+
+def allowed_when_closed(state: SessionState, command: cmd.SessionCommand) -> bool:
+    """What a closed session still accepts: the lease to delete it, the delete, and
+    giving a lease back. Everything else is work, and a closed session does none."""
+    if isinstance(command, cmd.AcquireLease):
+        return command.purpose == "delete"
+    if isinstance(command, cmd.ReleaseLease):
+        return True
+    if isinstance(command, cmd.BeginOperation):
+        return command.kind == "delete"
+    if isinstance(command, cmd.RecordOperationStep | cmd.FinishOperation):
+        return state.operation is not None and state.operation.kind == "delete"
+    return False
 
 
 # --- delete and revert -------------------------------------------------------------------
