@@ -1,0 +1,367 @@
+"""Snapshot reuse (runtime/snapshots.py ``capture`` with
+runtime/workspace_fingerprint.py) and the session's own index in ``.git``.
+
+An unchanged workspace gets its last snapshot back without starting git; every
+real change — content rewritten with its old size and mtime, a new, deleted or
+moved file, a new commit on HEAD, a changed host artifact — gets a new snapshot
+whose tree equals one built independently; an ignored file's change is re-checked
+and gets the same snapshot. Real repositories; git processes are counted through a
+logging ``git`` on PATH (tests/runtime/git_calls.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.git_calls import REAL_GIT, GitCalls, git, install
+from turnkeeper.runtime import workspace_fingerprint
+from turnkeeper.runtime.snapshots import (
+    REF_PREFIX,
+    Snapshot,
+    capture,
+    copy_dir,
+    remove_all,
+    session_index_file,
+    session_refs,
+    sha256_file,
+    snapshot_name,
+)
+from turnkeeper.runtime.workspace_fingerprint import fingerprint
+
+SID = "00000000-0000-4000-8000-00000000abcd"
+FILES = [".gitignore", "a.txt", "sub/b.txt", "untracked.txt"]  # what a snapshot holds
+
+
+@pytest.fixture
+def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitCalls:
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return install(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trust a fingerprint as soon as every stat in it is in the past: the files a
+    test just wrote count as settled without the test sleeping out git's 2 s racy
+    window (the racy rule itself is tested with the real window below)."""
+    monkeypatch.setattr(workspace_fingerprint, "RACY_NS", 0)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / ".gitignore").write_text("*.log\n")
+    (path / "a.txt").write_text("alpha\n")
+    (path / "sub").mkdir()
+    (path / "sub" / "b.txt").write_text("bravo\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "initial")
+    (path / "untracked.txt").write_text("not yet added\n")
+    (path / "debug.log").write_text("ignored\n")
+    return path
+
+
+@pytest.fixture
+def artifact(tmp_path: Path) -> Path:
+    path = tmp_path / "host" / "session.jsonl"
+    path.parent.mkdir()
+    path.write_text('{"turn": 1}\n')
+    return path
+
+
+def files_of(repo: Path, tree: str) -> list[str]:
+    return sorted(git(repo, "ls-tree", "-r", "--name-only", tree).split())
+
+
+def independent_tree(repo: Path, files: list[str], scratch: Path) -> str:
+    """The tree of ``files`` as they are in ``repo`` now, built in a repository of
+    its own (so neither the session index nor any memo can have a say in it)."""
+    scratch.mkdir()
+    git(scratch, "init", "-q")
+    for name in files:
+        (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / name, scratch / name)
+    git(scratch, "add", "-f", "-A")
+    return git(scratch, "write-tree")
+
+
+def refs(repo: Path) -> list[str]:
+    return [ref for ref, _ in session_refs(repo, SID)]
+
+
+def take(repo: Path, n: int, artifact: Path | None = None) -> Snapshot:
+    snap = capture(repo, SID, f"turn-{n}", n, artifact)
+    assert snap is not None
+    return snap
+
+
+def test_an_unchanged_workspace_gets_its_last_snapshot_without_starting_git(
+    repo: Path, artifact: Path, calls: GitCalls, settled: None
+) -> None:
+    first = take(repo, 1, artifact)
+    assert first.artifact_copy is not None  # written under .turnkeeper/, not fingerprinted
+    calls.take()
+    again = take(repo, 2, artifact)
+    assert again == first  # same ref, commit, tree, parent and artifact copy
+    assert calls.take() == []  # decided by stat alone
+    assert refs(repo) == [first.ref]  # no new ref, and no copy for turn 2
+    assert not copy_dir(repo, SID, snapshot_name(2, "turn-2")).exists()
+
+
+def rewrite_keeping_size_and_mtime(repo: Path, artifact: Path) -> list[str]:
+    # Only ctime (which no tool can set back) tells this change apart.
+    path = repo / "a.txt"
+    before = path.stat()
+    path.write_text("ALPHA\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
+    return FILES
+
+
+def add_untracked(repo: Path, artifact: Path) -> list[str]:
+    (repo / "sub" / "new.txt").write_text("new\n")
+    return sorted([*FILES, "sub/new.txt"])
+
+
+def delete_tracked(repo: Path, artifact: Path) -> list[str]:
+    (repo / "sub" / "b.txt").unlink()
+    return [f for f in FILES if f != "sub/b.txt"]
+
+
+def delete_untracked(repo: Path, artifact: Path) -> list[str]:
+    (repo / "untracked.txt").unlink()
+    return [f for f in FILES if f != "untracked.txt"]
+
+
+def rename(repo: Path, artifact: Path) -> list[str]:
+    (repo / "a.txt").rename(repo / "sub" / "a.txt")
+    return sorted([f for f in FILES if f != "a.txt"] + ["sub/a.txt"])
+
+
+def commit_on_head(repo: Path, artifact: Path) -> list[str]:
+    git(repo, "commit", "-q", "--allow-empty", "-m", "nothing but a new HEAD")
+    return FILES
+
+
+def change_artifact(repo: Path, artifact: Path) -> list[str]:
+    artifact.write_text('{"turn": 2}\n')
+    return FILES
+
+
+CHANGES: dict[str, Callable[[Path, Path], list[str]]] = {
+    "same size and mtime": rewrite_keeping_size_and_mtime,
+    "untracked file added": add_untracked,
+    "tracked file deleted": delete_tracked,
+    "untracked file deleted": delete_untracked,
+    "file moved": rename,
+    "new commit on HEAD": commit_on_head,
+    "host artifact changed": change_artifact,
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_every_change_gets_a_new_snapshot_with_the_right_tree(
+    repo: Path, artifact: Path, tmp_path: Path, calls: GitCalls, settled: None, change: str
+) -> None:
+    first = take(repo, 1, artifact)
+    expected_files = CHANGES[change](repo, artifact)
+    second = take(repo, 2, artifact)
+
+    assert second.ref != first.ref and second.commit != first.commit
+    assert refs(repo) == [first.ref, second.ref]
+    assert files_of(repo, second.tree) == expected_files
+    assert second.tree == independent_tree(repo, expected_files, tmp_path / "scratch")
+    head = git(repo, "rev-parse", "HEAD")
+    assert second.parent == head == git(repo, "rev-parse", f"{second.commit}^")
+    assert second.artifact_digest == sha256_file(artifact)
+    assert second.artifact_copy is not None
+    assert Path(second.artifact_copy).read_bytes() == artifact.read_bytes()
+    # The first snapshot still holds what it held.
+    assert files_of(repo, first.tree) == FILES
+    assert git(repo, "show", f"{first.tree}:a.txt") == "alpha"
+
+
+def test_a_change_to_an_ignored_file_is_rechecked_and_gets_the_same_snapshot(
+    repo: Path, artifact: Path, calls: GitCalls, settled: None
+) -> None:
+    first = take(repo, 1, artifact)
+    (repo / "debug.log").write_text("more ignored output\n")
+    calls.take()
+    again = take(repo, 2, artifact)
+    assert again == first
+    assert (again.tree, again.parent, again.artifact_digest) == (
+        first.tree,
+        first.parent,
+        first.artifact_digest,
+    )
+    verbs = [line.split()[0] for line in calls.take()]
+    assert "add" in verbs  # the stat fingerprint changed, so git was asked
+    assert "commit-tree" not in verbs and "update-ref" not in verbs
+    assert refs(repo) == [first.ref]
+
+
+def test_a_fingerprint_taken_inside_the_racy_window_is_not_trusted(
+    repo: Path, calls: GitCalls
+) -> None:
+    # The real 2 s window, and a file written just now.
+    (repo / "a.txt").write_text("just written\n")
+    fresh = fingerprint(repo)
+    assert fresh is not None and not fresh.trusted
+    first = take(repo, 1)
+    calls.take()
+    # An untrusted fingerprint is never used to reuse a snapshot: git re-checks.
+    again = take(repo, 2)
+    assert again == first
+    assert "add" in [line.split()[0] for line in calls.take()]
+    # Outside the window the same, unchanged workspace is trusted.
+    later = time.time_ns() + 2 * workspace_fingerprint.RACY_NS
+    assert fresh.digest == fingerprint_at(repo, later).digest
+    assert fingerprint_at(repo, later).trusted
+
+
+def fingerprint_at(repo: Path, now_ns: int) -> workspace_fingerprint.Fingerprint:
+    """The fingerprint as it would be taken at ``now_ns`` (a clock moved forward by
+    hand, rather than the test sleeping through the window)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "time_ns", lambda: now_ns)
+        found = fingerprint(repo)
+    assert found is not None
+    return found
+
+
+def test_too_many_entries_are_not_fingerprinted_and_still_snapshot_right(
+    repo: Path, tmp_path: Path, calls: GitCalls, settled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert fingerprint(repo) is not None
+    monkeypatch.setattr(workspace_fingerprint, "MAX_ENTRIES", 3)  # the repo has 6
+    assert fingerprint(repo) is None
+    first = take(repo, 1)
+    calls.take()
+    assert take(repo, 2) == first  # equal tree and parent: same snapshot
+    assert "add" in [line.split()[0] for line in calls.take()]  # but git had to say so
+    (repo / "a.txt").write_text("changed\n")
+    second = take(repo, 3)
+    assert second.ref != first.ref
+    assert second.tree == independent_tree(repo, FILES, tmp_path / "scratch")
+
+
+def status(repo: Path) -> list[str]:
+    # --no-optional-locks: status must not refresh (rewrite) the index it reports on.
+    out = git(repo, "--no-optional-locks", "status", "--porcelain", "--ignored", "-uall")
+    return [line for line in out.splitlines() if not line.startswith("?? .turnkeeper/")]
+
+
+def ls_files(repo: Path, index: Path) -> list[str]:
+    out = subprocess.run(
+        [REAL_GIT, "ls-files"],
+        cwd=repo,
+        env={**os.environ, "GIT_INDEX_FILE": str(index)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(out.split())
+
+
+def test_the_session_index_lives_in_git_and_goes_with_remove_all(
+    repo: Path, artifact: Path, calls: GitCalls, settled: None
+) -> None:
+    git(repo, "add", "untracked.txt")  # a staged change of the user's
+    user_index = (repo / ".git" / "index").read_bytes()
+    before = status(repo)
+    first = take(repo, 1, artifact)
+
+    index = session_index_file(repo, SID)
+    assert index == repo / ".git" / "turnkeeper" / f"{SID}.index"
+    assert index.is_file()
+    assert ls_files(repo, index) == files_of(repo, first.tree)  # the snapshot's index
+    # Neither the user's index nor ``git status`` (ignored files included) knows of it.
+    assert (repo / ".git" / "index").read_bytes() == user_index
+    assert status(repo) == before
+
+    remove_all(repo, SID)
+    assert not index.exists()
+    assert refs(repo) == []
+    assert not (repo / ".turnkeeper" / "snapshots" / SID).exists()
+    # Forgotten too: the same, unchanged workspace now gets a new snapshot (its last
+    # one is gone) and a new index.
+    renewed = take(repo, 2, artifact)
+    assert renewed.ref == f"{REF_PREFIX}/{SID}/{snapshot_name(2, 'turn-2')}"
+    assert refs(repo) == [renewed.ref]
+    assert renewed.tree == first.tree
+    assert index.is_file()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_a_damaged_session_index_is_rebuilt(
+    repo: Path, tmp_path: Path, calls: GitCalls, settled: None, damage: str
+) -> None:
+    first = take(repo, 1)
+    index = session_index_file(repo, SID)
+    assert index is not None and index.is_file()
+    data = index.read_bytes()
+    index.write_bytes(
+        {"garbage": os.urandom(len(data)), "truncated": data[: len(data) // 2], "empty": b""}[
+            damage
+        ]
+    )
+    (repo / "sub" / "b.txt").write_text("changed after the damage\n")
+    second = take(repo, 2)
+    assert second.ref != first.ref
+    assert second.tree == independent_tree(repo, FILES, tmp_path / "scratch")
+    assert ls_files(repo, index) == FILES  # a sound index again
+
+
+# --- known gaps: the session index and the fingerprint outlive ignore rules -------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the session index keeps a file it once added, so a file ignored "
+    "after the first snapshot stays in every later one (a fresh index leaves it out)",
+)
+def test_a_file_ignored_after_a_snapshot_leaves_the_next_one(
+    repo: Path, tmp_path: Path, calls: GitCalls, settled: None
+) -> None:
+    (repo / "secret.env").write_text("TOKEN=1\n")
+    first = take(repo, 1)
+    assert "secret.env" in files_of(repo, first.tree)
+    with (repo / ".gitignore").open("a") as handle:
+        handle.write("*.env\n")
+    second = take(repo, 2)
+    assert files_of(repo, second.tree) == FILES
+    assert second.tree == independent_tree(repo, FILES, tmp_path / "scratch")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the fingerprint skips .git, so a rule dropped from .git/info/exclude "
+    "is not seen and the last snapshot, without the now-visible file, is reused",
+)
+def test_a_rule_dropped_from_info_exclude_is_seen(
+    repo: Path, tmp_path: Path, calls: GitCalls, settled: None
+) -> None:
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("notes.txt\n")
+    (repo / "notes.txt").write_text("mine\n")
+    first = take(repo, 1)
+    assert "notes.txt" not in files_of(repo, first.tree)
+    exclude.write_text("")
+    second = take(repo, 2)
+    expected = sorted([*FILES, "notes.txt"])
+    assert files_of(repo, second.tree) == expected
