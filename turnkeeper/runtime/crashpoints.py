@@ -39,6 +39,7 @@ ALL_POINTS = TURN_POINTS + RECOVERY_POINTS
 REVERT_POINTS = (
     "revert.observed",  # generation and runtime observed; nothing written
     "revert.admitted",  # REVERT operation started, interrupted turn failed
+    "revert.head_moved",  # branch / HEAD back at the snapshot's parent; index not reset yet
     "revert.restoring",  # workspace restored; host artifact not yet
     "revert.restored",  # restore recorded durable; operation not finished
 )

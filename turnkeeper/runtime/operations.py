@@ -9,15 +9,16 @@ Revert runs in three steps:
    A missing or replaced runtime is ``FAILED_PRECONDITION``, never a crash.
 2. **admit** — one ``BeginOperation`` under the session lease: generation check, no
    snapshot in progress, the interrupted turn failed with a crash note, REVERT started.
-3. **execute** — restore the workspace and the host artifact in place, record the
-   restore (so a retry never restores twice), finish with the same generation back:
-   the session is ``suspended`` at its snapshot.
+3. **execute** — bring HEAD back to where the snapshot was taken when the agent
+   committed since (runtime/workspace_head.py), restore the worktree and the host
+   artifact in place, record the restore (so a retry never restores twice), finish
+   with the same generation back: the session is ``suspended`` at its snapshot.
 
 A failure anywhere keeps the operation pending; the retry (same or another request
 id) joins it and completes it. A session that is not crashed comes back unchanged,
 which is also what a retry sees after a revert whose answer was lost. Delete
-supersedes a pending revert and removes the session's snapshot refs and copies; a
-closed session can be deleted too.
+supersedes a pending revert and removes the session's snapshot refs and copies (and
+the refs reverts kept); a closed session can be deleted too.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from turnkeeper.runtime.snapshots import (
     restore_workspace,
     sha256_file,
 )
+from turnkeeper.runtime.workspace_head import remove_reverted, restore_head
 from turnkeeper.store.base import EventStore
 
 __all__ = ["OperationRecord", "OperationResult", "Operations", "payload_digest"]
@@ -148,7 +150,7 @@ class Operations:
             # 3. execute
             owner = self._controller.owner
             if "restored" not in op.steps:
-                self._restore(self._sessions.load(sid))
+                self._restore(self._sessions.load(sid), op)
                 step = RecordOperationStep(
                     lease=token, request_id=op.request_id, executor=owner, step="restored"
                 )
@@ -181,11 +183,18 @@ class Operations:
                     reason="artifact_copy_missing",
                 )
 
-    def _restore(self, state: SessionState) -> None:
+    def _restore(self, state: SessionState, op: PendingOperation) -> None:
+        """Everything here is idempotent: a retry after a crash anywhere in it runs it
+        all again, and only the durable ``restored`` step ends it."""
         assert state.last_completed is not None
         snap = state.last_completed.snapshot
         assert snap.workspace_tree is not None
-        restore_workspace(Path(state.workspace), snap.workspace_tree)
+        assert snap.workspace_commit is not None
+        workspace = Path(state.workspace)
+        # Named by the operation, not this request: every joined retry keeps (and
+        # finds) the agent's later commits under the same private ref.
+        restore_head(workspace, state.session_id, op.request_id, snap.workspace_commit, self._point)
+        restore_workspace(workspace, snap.workspace_tree)
         self._point("revert.restoring")
         if snap.host_artifact_copy is not None and snap.host_artifact_path is not None:
             restore_artifact(
@@ -211,6 +220,7 @@ class Operations:
             # Before the session is marked deleted: a crash here leaves the delete
             # pending and the retry removes whatever is left.
             remove_all(Path(state.workspace), sid)
+            remove_reverted(Path(state.workspace), sid)
             self._finish(token, sid, op)
         return self._result(request_id, "deleted", sid)
 
