@@ -15,6 +15,7 @@ own (a read-only share is for the API server in front of it).
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -161,8 +162,10 @@ def test_a_damaged_operation_record_is_data_loss(project: CrashProject) -> None:
             ("operation", "show", "r1"),
             ("session", "revert", sid, "--request-id", "r1"),
         ):
-            exit_code, error = cli_error(project, *args)
-            assert (exit_code, error["code"]) == (EXIT_CODES[ErrorCode.DATA_LOSS], "DATA_LOSS")
+            result = project.cli(*args, "--json", crash_at="")  # may fail, is never killed
+            error = json.loads(result.stdout)["error"]
+            assert result.returncode == EXIT_CODES[ErrorCode.DATA_LOSS], result.describe()
+            assert error["code"] == "DATA_LOSS"
             assert error["details"]["stream_id"] == session_stream(sid)
         with project.store() as store, pytest.raises(DataLoss):
             Operations(store).show("r1")
