@@ -168,13 +168,6 @@ def test_git_dir_in_the_environment_bypasses_the_memo(
     assert git_revision(repo) == mine
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: HEAD -> refs/heads/master -> refs/heads/main (a symbolic branch, as "
-    "left by a master->main rename) is stamped by the symref file, which a commit "
-    "never rewrites: the memo keeps answering the old commit",
-)
 def test_a_commit_through_a_symbolic_branch_is_reported(tmp_path: Path, calls: GitCalls) -> None:
     repo = new_repo(tmp_path / "repo")
     git(repo, "symbolic-ref", "refs/heads/master", "refs/heads/main")

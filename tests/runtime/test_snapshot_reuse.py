@@ -329,12 +329,6 @@ def test_a_damaged_session_index_is_rebuilt(
 # --- known gaps: the session index and the fingerprint outlive ignore rules -------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: the session index keeps a file it once added, so a file ignored "
-    "after the first snapshot stays in every later one (a fresh index leaves it out)",
-)
 def test_a_file_ignored_after_a_snapshot_leaves_the_next_one(
     repo: Path, tmp_path: Path, calls: GitCalls, settled: None
 ) -> None:
@@ -348,12 +342,6 @@ def test_a_file_ignored_after_a_snapshot_leaves_the_next_one(
     assert second.tree == independent_tree(repo, FILES, tmp_path / "scratch")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: the fingerprint skips .git, so a rule dropped from .git/info/exclude "
-    "is not seen and the last snapshot, without the now-visible file, is reused",
-)
 def test_a_rule_dropped_from_info_exclude_is_seen(
     repo: Path, tmp_path: Path, calls: GitCalls, settled: None
 ) -> None:

@@ -169,12 +169,6 @@ def test_pages_of_garbage_are_data_loss_on_every_hot_read(
         assert "stream_id" in err.value.details, what
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=sqlite3.OperationalError,
-    reason="bug: driver_rows re-raises a sqlite3 error the dialect does not map "
-    "(SQLITE_ERROR, e.g. 'no such table') raw; the SQLAlchemy path made it a TurnkeeperError",
-)
 def test_an_unmapped_driver_error_is_still_a_typed_error(
     store: SqlEventStore, sqlite_file: Path
 ) -> None:

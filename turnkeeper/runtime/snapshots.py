@@ -278,6 +278,7 @@ def _session_tree(workspace: Path, session_id: str) -> str:
             index.parent.mkdir(parents=True, exist_ok=True)
             _seed_index(workspace, index, env)
         try:
+            _drop_newly_ignored(workspace, env)
             git(workspace, "add", "-A", "--", *_PATHSPEC, env=env)
             return git(workspace, "write-tree", env=env).stdout.strip()
         except FailedPrecondition:
@@ -285,6 +286,29 @@ def _session_tree(workspace: Path, session_id: str) -> str:
                 raise
             index.unlink(missing_ok=True)
     raise AssertionError("unreachable")
+
+
+def _drop_newly_ignored(workspace: Path, env: Mapping[str, str]) -> None:
+    """Forget entries of the session index that are ignored now and not tracked by the
+    user. ``add -A`` never drops an entry, so a file added to a snapshot while it was
+    untracked would otherwise stay in every later snapshot after it became ignored
+    (or after the user ran ``git rm --cached`` on it), unlike with a fresh index."""
+    listed = git(
+        workspace, "ls-files", "-z", "--cached", "--ignored", "--exclude-standard", env=env
+    ).stdout
+    ignored = [name for name in listed.split("\0") if name]
+    if not ignored:
+        return
+    # The user's index; names as literal paths, not patterns.
+    tracked = git(workspace, "--literal-pathspecs", "ls-files", "-z", "--", *ignored).stdout
+    keep = {name for name in tracked.split("\0") if name}
+    drop = [name for name in ignored if name not in keep]
+    if drop:
+        git(
+            workspace,
+            *("--literal-pathspecs", "rm", "-q", "--cached", "--ignore-unmatch", "--", *drop),
+            env=env,
+        )
 
 
 def session_index_file(workspace: Path, session_id: str) -> Path | None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 # stat shortcuts below would not describe what git does, so git is always asked.
 _DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR")
 
+_MAX_SYMREF_HOPS = 5
 _Stamp = tuple[tuple[str, int, int, int] | None, ...]
 _revisions: dict[Path, tuple[_Stamp, str | None]] = {}
 _revisions_lock = threading.Lock()
@@ -67,17 +68,28 @@ def _stat(path: Path) -> tuple[str, int, int, int] | None:
 
 def head_stamp(git_dir: Path) -> _Stamp | None:
     """What HEAD's value depends on, or None when it cannot be told by stat (a
-    ``.git`` file of a worktree or submodule, an unreadable HEAD)."""
-    if not git_dir.is_dir():
-        return None
+    ``.git`` file of a worktree or submodule, a reftable, an unreadable HEAD)."""
+    if not git_dir.is_dir() or (git_dir / "reftable").exists():
+        return None  # refs in a reftable are not files a stat can watch
     head = git_dir / "HEAD"
     try:
         text = head.read_text().strip()
     except OSError:
         return None
     stamp: list[tuple[str, int, int, int] | None] = [_stat(head), _stat(git_dir / "packed-refs")]
-    if text.startswith("ref: "):
-        stamp.append(_stat(git_dir / text[5:]))
+    # Follow symbolic refs (HEAD -> refs/heads/master -> refs/heads/main, as a branch
+    # rename leaves them): a commit rewrites only the last file of the chain.
+    for _ in range(_MAX_SYMREF_HOPS):
+        if not text.startswith("ref: "):
+            break
+        target = git_dir / text[5:].strip()
+        stamp.append(_stat(target))
+        try:
+            text = target.read_text().strip()
+        except OSError:
+            break  # packed or not yet born: packed-refs' stat covers it
+    else:
+        return None  # a cycle or a very long chain: let git answer
     return tuple(stamp)
 
 

@@ -33,6 +33,20 @@ RACY_NS = 2_000_000_000
 _SKIPPED_AT_TOP = frozenset({".git", ".turnkeeper"})
 
 
+def _ignore_sources(workspace: Path) -> list[Path]:
+    """Files outside the worktree that decide what is ignored (and so what a snapshot
+    holds): the repository's exclude file and config, the user's global ones."""
+    home = Path.home()
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return [
+        workspace / ".git" / "info" / "exclude",
+        workspace / ".git" / "config",
+        config_home / "git" / "ignore",
+        config_home / "git" / "config",
+        home / ".gitconfig",
+    ]
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     digest: str
@@ -77,7 +91,7 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
             newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
             if stat.S_ISDIR(st.st_mode):
                 stack.append((Path(entry.path), rel + "/"))
-    for path in extra_files:
+    for path in (*_ignore_sources(workspace), *extra_files):
         try:
             st = path.stat()
             digest.update(

@@ -90,13 +90,19 @@ class Reader:
         through SQLAlchemy's statement layer costs ~160 µs a query against ~10 µs here.
         ``sql`` is written with ``?`` placeholders and adapted to the driver's style.
         """
-        with self.errors(**context):
+        try:
             raw = self.engine.raw_connection()
             try:
                 cursor = raw.driver_connection.execute(self._adapt(sql), params)  # type: ignore[union-attr]
                 return list(cursor.fetchall())
             finally:
                 raw.close()
+        except TurnkeeperError:
+            raise
+        except Exception as exc:
+            # No SQLAlchemy wrapping here: every driver error becomes a typed one, a
+            # mapped one as the dialect says, any other as "internal".
+            raise self.typed(exc, **context) from exc
 
     def _adapt(self, sql: str) -> str:
         style = self.engine.dialect.paramstyle
