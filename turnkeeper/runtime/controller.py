@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
+from typing import Literal
 
 from turnkeeper.errors import Aborted, TurnkeeperError
 from turnkeeper.hosts import load_host, process_tree
@@ -137,11 +138,13 @@ class Controller:
 
     # --- leases ----------------------------------------------------------------------
 
-    def acquire(self, session_id: str) -> LeaseToken:
+    def acquire(self, session_id: str, purpose: Literal["work", "delete"] = "work") -> LeaseToken:
+        """The session's lease for this controller, taking over a holder proven dead.
+        A closed session grants one only to delete it (``purpose="delete"``)."""
         until = self.sessions.now() + timedelta(seconds=self.config.lease_seconds)
         try:
             done = self.sessions.execute(
-                session_id, AcquireLease(owner=self.owner, expires_at=until)
+                session_id, AcquireLease(owner=self.owner, expires_at=until, purpose=purpose)
             )
         except Aborted as held:
             previous = str(held.details.get("owner", ""))
@@ -154,6 +157,7 @@ class Controller:
                 AcquireLease(
                     owner=self.owner,
                     expires_at=until,
+                    purpose=purpose,
                     takeover_from=token,
                     takeover_proof=f"process {previous} is gone",
                 ),

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition, TurnkeeperError
-from turnkeeper.kernel.session import AcquireLease, ReleaseLease, SessionState
+from turnkeeper.errors import AlreadyExists, FailedPrecondition
+from turnkeeper.kernel.session import SessionState
 from turnkeeper.kernel.session._operation_model import OperationKind, PendingOperation
 from turnkeeper.kernel.session.commands import (
     BeginOperation,
@@ -228,40 +228,15 @@ class Operations:
 
     @contextmanager
     def _lease(self, state: SessionState) -> Iterator[LeaseToken]:
-        """The session lease for one operation, given back at the end."""
+        """The session lease for one operation, given back at the end (a closed session
+        grants one only to delete it)."""
         sid = state.session_id
-        if state.status != "closed":
-            token = self._controller.acquire(sid)
-            try:
-                yield token
-            finally:
-                self._controller.release(sid)
-            return
-        token = self._acquire_to_delete(sid)
+        token = self._controller.acquire(sid, "delete" if state.status == "closed" else "work")
         try:
             yield token
         finally:
-            # Fenced off, or the session deleted: nothing of ours is left to release.
-            with suppress(TurnkeeperError):
-                self._sessions.execute(sid, ReleaseLease(lease=token))
-
-    def _acquire_to_delete(self, sid: str) -> LeaseToken:
-        """``Controller.acquire`` asks for a lease to work, which a closed session refuses;
-        it grants one to delete it. A holder proven dead is taken over the same way."""
-        until = self._sessions.now() + timedelta(seconds=self._controller.config.lease_seconds)
-        ask = AcquireLease(owner=self._controller.owner, expires_at=until, purpose="delete")
-        try:
-            done = self._sessions.execute(sid, ask)
-        except Aborted as held:
-            previous = str(held.details.get("owner", ""))
-            if held.reason != "lease_held" or not owner_is_dead(previous):
-                raise
-            dead = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
-            proof = f"process {previous} is gone"
-            takeover = ask.model_copy(update={"takeover_from": dead, "takeover_proof": proof})
-            done = self._sessions.execute(sid, takeover)
-        assert done.state is not None
-        return LeaseToken(owner=self._controller.owner, epoch=done.state.lease.epoch)
+            # Fenced off, or the session deleted: release ignores what is gone.
+            self._controller.release(sid)
 
     def _begin(
         self,

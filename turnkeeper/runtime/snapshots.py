@@ -324,14 +324,14 @@ def forget(workspace: Path, session_id: str) -> None:
 
 def session_refs(workspace: Path, session_id: str) -> list[tuple[str, str]]:
     """(ref, commit) of the session's snapshots, oldest first."""
+    return refs_under(workspace, f"{REF_PREFIX}/{session_id}/")
+
+
+def refs_under(workspace: Path, prefix: str) -> list[tuple[str, str]]:
+    """(ref, commit) of every ref below ``prefix``, in name order; none outside a repository."""
     if not is_repository(workspace):
         return []
-    out = git(
-        workspace,
-        "for-each-ref",
-        "--format=%(refname) %(objectname)",
-        f"{REF_PREFIX}/{session_id}/",
-    ).stdout
+    out = git(workspace, "for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
     pairs = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
     return sorted((ref, commit) for ref, commit in pairs)
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from turnkeeper.errors import Aborted, FailedPrecondition
-from turnkeeper.runtime.snapshots import git, is_repository
+from turnkeeper.runtime.snapshots import git, refs_under
 
 REVERTED_PREFIX = "refs/turnkeeper/reverted"
 HEAD_MOVED_POINT = "revert.head_moved"
@@ -139,16 +139,7 @@ def restore_head(
 
 def reverted_refs(workspace: Path, session_id: str) -> list[tuple[str, str]]:
     """(ref, commit) of what reverts of the session took off its branch."""
-    if not is_repository(workspace):
-        return []
-    out = git(
-        workspace,
-        "for-each-ref",
-        "--format=%(refname) %(objectname)",
-        f"{REVERTED_PREFIX}/{session_id}/",
-    ).stdout
-    pairs = [line.split(" ", 1) for line in out.splitlines() if line.strip()]
-    return sorted((ref, commit) for ref, commit in pairs)
+    return refs_under(workspace, f"{REVERTED_PREFIX}/{session_id}/")
 
 
 def remove_reverted(workspace: Path, session_id: str) -> None:
