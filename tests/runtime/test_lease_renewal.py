@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.runtime.inprocess_host import InProcessHost
+from turnkeeper.hosts import TurnRequest
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.runtime.controller import Controller, ControllerConfig
 from turnkeeper.runtime.goals import GoalService
@@ -56,3 +59,44 @@ def _stop_after(controller: Controller, seconds: float) -> threading.Thread:
     thread = threading.Thread(target=stop, daemon=True)
     thread.start()
     return thread
+
+
+def _slow_work(seconds: float) -> Callable[[TurnRequest], dict[str, Any]]:
+    """A turn that works for ``seconds`` before its events arrive."""
+
+    def work(request: TurnRequest) -> dict[str, Any]:
+        time.sleep(seconds)
+        return {"summary": "slow work"}
+
+    return work
+
+
+def test_a_host_running_for_several_leases_keeps_its_session(tmp_path: Path) -> None:
+    """While a host runs, the driver's lease keeper renews the session's lease: a turn
+    three leases long completes instead of being fenced off with ``lease_expired``."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    store = open_store(tmp_path / "tk.db")
+    try:
+        goals = GoalService(store)
+        goals.create(CreateGoal(goal_id="g", title="one slow turn"))
+        goals.submit("g", AddTodo(todo=TodoSpec(todo_id="t0", title="todo 0")))
+        session = SessionService(store).create("g", workspace, "inprocess")
+        lease = 0.6
+        host = InProcessHost(result_for=_slow_work(3 * lease))
+        controller = Controller(
+            store, ControllerConfig(lease_seconds=lease, max_turns=2, host_loader=host.loader)
+        )
+        summary = controller.run([session.session_id])
+        assert summary.failed_turns == 0
+        assert summary.turns == 2
+        records = list(store.read_stream(f"session:{session.session_id}"))
+        types = [r.type for r in records]
+        assert types.count("turn.completed") == 2
+        # Each turn spans three leases, so the keeper renewed at least twice per turn,
+        # between host start and the receipt.
+        first = types.index("turn.host_started")
+        receipt = types.index("turn.receipt_recorded", first)
+        assert types[first:receipt].count("session.lease_renewed") >= 2
+    finally:
+        store.close()

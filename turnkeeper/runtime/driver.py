@@ -13,7 +13,6 @@ A crash point sits after each step, so tests can SIGKILL the real process there.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ from turnkeeper.runtime.commits import TurnCommits
 from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.effects import EffectRunner, EffectsSummary
 from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.lease_keeper import LeaseKeeper
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.writeback import claim_owner, needs_outside_work, prepare_write_back
 
@@ -139,6 +139,7 @@ class TurnDriver:
         self._commits = TurnCommits(
             sessions.store, sessions.now, token, retain=self._config.snapshot_retain
         )
+        self._lease_keeper = LeaseKeeper(self._renew_lease, self._config.lease_seconds / 3)
 
     # --- one turn -------------------------------------------------------------------
 
@@ -225,10 +226,7 @@ class TurnDriver:
     def _pump(self, session: SessionState, envelope: TurnEnvelope, run: HostRun) -> HostOutcome:
         """Journal the host's events in order while it runs, renewing our lease meanwhile."""
         sid = session.session_id
-        stop = threading.Event()
-        keeper = threading.Thread(target=self._keep_lease, args=(sid, stop), daemon=True)
-        keeper.start()
-        try:
+        with self._lease_keeper.keeping(sid):
             batch: list[HostEvent] = []
             for event in run.events(after_seq=0):
                 batch.append(event)
@@ -238,9 +236,6 @@ class TurnDriver:
             if batch:
                 self._journal(sid, envelope.turn_id, batch)
             return run.wait(timeout=None)
-        finally:
-            stop.set()
-            keeper.join()
 
     def _journal(self, sid: str, turn_id: str, batch: list[HostEvent]) -> None:
         handle = next(
@@ -258,14 +253,13 @@ class TurnDriver:
         self._sessions.execute(sid, command, durable=False)
         crash_point("host.events")
 
-    def _keep_lease(self, sid: str, stop: threading.Event) -> None:
-        period = self._config.lease_seconds / 3
-        while not stop.wait(period):
-            until = self._sessions.now() + timedelta(seconds=self._config.lease_seconds)
-            try:
-                self._sessions.execute(sid, RenewLease(lease=self._token(sid), expires_at=until))
-            except TurnkeeperError:
-                return  # fenced off or store gone: the turn's own writes will say so
+    def _renew_lease(self, sid: str) -> bool:
+        until = self._sessions.now() + timedelta(seconds=self._config.lease_seconds)
+        try:
+            self._sessions.execute(sid, RenewLease(lease=self._token(sid), expires_at=until))
+        except (TurnkeeperError, KeyError):
+            return False  # fenced off, store gone, lease given up: the turn's writes say so
+        return True
 
     # --- receipt, write-back, completion ------------------------------------------------
 
@@ -340,14 +334,8 @@ class TurnDriver:
             crash_point("written_back")
         effects = EffectsSummary()
         if plan_effects(receipt.result, envelope.idempotency_key):
-            stop = threading.Event()
-            keeper = threading.Thread(target=self._keep_lease, args=(sid, stop), daemon=True)
-            keeper.start()
-            try:
+            with self._lease_keeper.keeping(sid):  # a provider may be slow to answer
                 effects = self._effects.settle(sid, envelope.turn_id)
-            finally:
-                stop.set()
-                keeper.join()
         self._commits.complete(
             session, envelope, receipt.host_artifact_digest, _artifact_path(receipt.result)
         )
