@@ -129,10 +129,17 @@ def test_a_damaged_session_file_fails_the_resume_as_protocol_naming_the_file(
 
 
 # Appends half a JSON line to every session file the CLI can see: the CLI's own next
-# write then lands after it, leaving a corrupt line inside its transcript.
-CORRUPT = (
+# write then lands after it, leaving a corrupt line inside its transcript. Claude Code
+# writes its transcript from a queue it flushes now and then, so on a busy machine the
+# file may not exist yet when the tool runs: wait for it (up to 20 s) first.
+_SESSION_FILES = (
     'find "${CODEX_HOME:-/nonexistent}" "${CLAUDE_CONFIG_DIR:-/nonexistent}" '
-    "-name '*.jsonl' 2>/dev/null | while read -r f; do printf '{\"cut' >> \"$f\"; done"
+    "-name '*.jsonl' 2>/dev/null"
+)
+CORRUPT = (
+    f'for i in $(seq 200); do [ -n "$({_SESSION_FILES} | head -n 1)" ] && break; '
+    "sleep 0.1; done; "
+    f'{_SESSION_FILES} | while read -r f; do printf \'{{"cut\' >> "$f"; done'
 )
 
 
@@ -149,6 +156,8 @@ def test_a_session_file_corrupted_during_the_turn_fails_it_as_protocol_naming_th
     assert handle is not None
     path = artifact(cli, config, handle)
     assert path is not None
+    # The set-up itself: the agent's tool did reach the session file.
+    assert b'{"cut' in path.read_bytes(), f"the tool never corrupted {path}"
     assert outcome.status is HostStatus.FAILED, (outcome, list(run.events(0)))
     assert outcome.error_kind is HostErrorKind.PROTOCOL
     assert str(path) in outcome.message
