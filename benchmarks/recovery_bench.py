@@ -32,6 +32,9 @@ turn recorded ``lost_on_restore``, the recovery report written), then stops
 before any new turn. Reported: the wall time from opening the store to the last
 recovery (the median over repeats), the phases, and the fresh process's whole
 wall time including Python start-up.
+
+The history is built in :mod:`benchmarks.recovery_history`, each restart run and
+timed by :mod:`benchmarks.recovery_restart`; this module sizes, drives and reports.
 """
 
 from __future__ import annotations
@@ -39,13 +42,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import signal
-import socket
-import sqlite3
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -56,33 +54,28 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks._common import (
-    LEASE_SECONDS,
-    PROJECT_ROOT,
     Say,
-    TurnLoop,
     describe_machine,
     git_workspace,
     machine,
-    profile_ops,
     progress_printer,
     render_profile,
     scratch_dir,
     table_console,
 )
-from benchmarks.noop_host import CrashAfterStartHost, NoopHost, SimulatedCrash
-from turnkeeper.hosts import process_tree
-from turnkeeper.kernel.session import NextTurn, SetStatus, plan_next_turn
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.goals import goal_stream
-from turnkeeper.runtime.planning import goal_view
-from turnkeeper.runtime.sessions import session_stream
-from turnkeeper.store import IndexEntry, NewEvent, SqlEventStore, open_store
+from benchmarks.recovery_history import (
+    checkpoint,
+    count_events,
+    crash_in_flight,
+    dead_owner,
+    dead_process,
+    grow,
+    record_templates,
+)
+from benchmarks.recovery_restart import Tier, restart, run_child
+from turnkeeper.store import open_store
 
 TARGET_SECONDS_AT_LARGEST = 2.0
-TEMPLATE_SESSION = "0badcafe-0000-4000-8000-000000000000"
-TEMPLATE_GOAL = "goal-template00"
-TEMPLATE_TODO = "todo-template00"
-TURN_ID = re.compile(r"turn-[0-9a-f]{16}")
 
 
 @dataclass
@@ -104,24 +97,6 @@ SMOKE = Settings(
 
 
 @dataclass
-class Tier:
-    events: int
-    sessions: int
-    closed_sessions: int
-    db_bytes: int
-    build_s: float
-    recover_s: list[float] = field(default_factory=list)  # open store -> last recovery
-    open_s: list[float] = field(default_factory=list)
-    list_s: list[float] = field(default_factory=list)  # open -> sessions listed
-    process_s: list[float] = field(default_factory=list)  # the whole fresh process
-    recovered: list[int] = field(default_factory=list)
-    median_recover_s: float = 0.0
-    min_recover_s: float = 0.0  # the least disturbed restart, for a noisy machine
-    median_process_s: float = 0.0
-    per_session_ms: float = 0.0
-
-
-@dataclass
 class Results:
     machine: dict[str, Any]
     settings: dict[str, Any]
@@ -129,403 +104,6 @@ class Results:
     tiers: list[Tier] = field(default_factory=list)
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: dict[str, Any] | None = None  # per recovered session, at the largest size
-
-
-# -- a dead process --------------------------------------------------------------------
-
-
-def dead_process() -> tuple[int, int]:
-    """Start a process, SIGKILL it, reap it: its (pid, start time) name nothing alive."""
-    proc = subprocess.Popen(["sleep", "600"])
-    try:
-        identity = process_tree.identify(proc.pid, "bench-dead")
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    return identity.pid, identity.start_time
-
-
-def dead_owner(pid: int, start_time: int) -> str:
-    """The lease-owner name a controller in that dead process would have had."""
-    return f"ctl:{socket.gethostname()}:{pid}:{start_time}"
-
-
-# -- the template ----------------------------------------------------------------------
-
-
-@dataclass
-class StreamTemplate:
-    """A stream recorded once, with every id turned into a placeholder."""
-
-    stream_key: str  # "session" or "goal"
-    kind: str
-    events: list[tuple[str, int, list[str | int]]]  # type, schema version, pieces
-    state: list[str | int]
-    schema_version: int
-    index: list[tuple[list[str | int], str]]
-
-
-class Templater:
-    """Splits text into literal pieces and id slots; ``fill`` puts a clone's ids back.
-
-    Slots: 0 the session id, 1 the goal id, 2 the todo id, 3+j the j-th turn id.
-    """
-
-    def __init__(self) -> None:
-        self.turns: dict[str, int] = {}
-
-    def split(self, text: str) -> list[str | int]:
-        fixed = {TEMPLATE_SESSION: 0, TEMPLATE_GOAL: 1, TEMPLATE_TODO: 2}
-        pattern = "|".join([*(re.escape(k) for k in fixed), TURN_ID.pattern])
-        out: list[str | int] = []
-        pos = 0
-        for m in re.finditer(pattern, text):
-            if m.start() > pos:
-                out.append(text[pos : m.start()])
-            token = m.group(0)
-            if token in fixed:
-                out.append(fixed[token])
-            else:
-                out.append(3 + self.turns.setdefault(token, len(self.turns)))
-            pos = m.end()
-        if pos < len(text):
-            out.append(text[pos:])
-        return out
-
-    @staticmethod
-    def fill(pieces: list[str | int], ids: list[str]) -> str:
-        return "".join(p if isinstance(p, str) else ids[p] for p in pieces)
-
-
-def _capture(
-    db: Path, store: SqlEventStore, stream: str, key: str, templater: Templater
-) -> StreamTemplate:
-    projection = store.read_projection(stream)
-    assert projection is not None
-    records = store.read_stream(stream)
-    conn = sqlite3.connect(db)
-    try:
-        index = conn.execute(
-            "SELECT entity_id, entity_kind FROM entity_index WHERE stream_id = ?", (stream,)
-        ).fetchall()
-    finally:
-        conn.close()
-    return StreamTemplate(
-        stream_key=key,
-        kind=projection.kind,
-        events=[(r.type, r.schema_version, templater.split(r.payload)) for r in records],
-        state=templater.split(projection.state),
-        schema_version=projection.schema_version,
-        index=[(templater.split(str(e)), str(k)) for e, k in index],
-    )
-
-
-@dataclass
-class Templates:
-    mid_work: list[StreamTemplate]  # goal + session, lease held by the dead controller
-    closed: list[StreamTemplate]  # goal + session, closed after turns_per_session turns
-    turn_slots: int
-    closed_events: int
-    mid_work_events: int
-    closed_payload_bytes: int
-
-
-def record_templates(work: Path, settings: Settings, owner: str, say: Say) -> Templates:
-    db = work / "template.db"
-    store = open_store(db)
-    loop = TurnLoop(
-        store,
-        work / "workspace",
-        "template",
-        owner=owner,
-        goal_id=TEMPLATE_GOAL,
-        todo_id=TEMPLATE_TODO,
-        session_id=TEMPLATE_SESSION,
-    )
-    ctl = loop.controller
-    templater = Templater()
-    for _ in range(settings.inflight_turns):
-        loop.step()
-    mid = [
-        _capture(db, store, goal_stream(TEMPLATE_GOAL), "goal", templater),
-        _capture(db, store, session_stream(TEMPLATE_SESSION), "session", templater),
-    ]
-    for _ in range(settings.turns_per_session - settings.inflight_turns):
-        loop.step()
-    ctl.sessions.execute(
-        TEMPLATE_SESSION,
-        SetStatus(lease=ctl.token(TEMPLATE_SESSION), action="close", reason="work done"),
-    )
-    closed = [
-        _capture(db, store, goal_stream(TEMPLATE_GOAL), "goal", templater),
-        _capture(db, store, session_stream(TEMPLATE_SESSION), "session", templater),
-    ]
-    store.close()
-    payload = sum(sum(len(p) if isinstance(p, str) else 36 for p in e[2]) for e in closed[1].events)
-    say(
-        f"  template: {len(closed[1].events)} session + {len(closed[0].events)} goal events "
-        f"for {settings.turns_per_session} turns (~{payload // len(closed[1].events)} B/event)"
-    )
-    return Templates(
-        mid_work=mid,
-        closed=closed,
-        turn_slots=len(templater.turns),
-        closed_events=sum(len(t.events) for t in closed),
-        mid_work_events=sum(len(t.events) for t in mid),
-        closed_payload_bytes=payload,
-    )
-
-
-# -- cloning ---------------------------------------------------------------------------
-
-
-IN_FLIGHT, CLOSED = 1, 2  # id spaces of the two kinds of clone
-
-
-def _clone_ids(space: int, n: int, turn_slots: int) -> list[str]:
-    # Same shapes and lengths as the runtime's ids (uuid4, turn-<16 hex>).
-    return [
-        f"{n:08x}-{space:04x}-4000-8000-{n:012x}",
-        f"goal-{space}-{n:010d}",
-        f"todo-{space}-{n:010d}",
-        *(f"turn-{space:x}{n:07x}{j:08x}" for j in range(turn_slots)),
-    ]
-
-
-def append_clone(
-    store: SqlEventStore, templates: list[StreamTemplate], ids: list[str], durable: bool
-) -> int:
-    """Append one clone of a goal + session; the events written."""
-    written = 0
-    fill = Templater.fill
-    for t in templates:
-        stream = session_stream(ids[0]) if t.stream_key == "session" else goal_stream(ids[1])
-        events = [
-            NewEvent(type=typ, schema_version=sv, payload=fill(pieces, ids))
-            for typ, sv, pieces in t.events
-        ]
-        index = [IndexEntry(entity_id=fill(e, ids), entity_kind=k) for e, k in t.index]
-        store.append(
-            stream,
-            t.kind,
-            0,
-            events,
-            fill(t.state, ids),
-            t.schema_version,
-            index,
-            durable=durable,
-        )
-        written += len(events)
-    return written
-
-
-def count_events(db: Path) -> int:
-    conn = sqlite3.connect(db)
-    try:
-        (n,) = conn.execute("SELECT COUNT(*) FROM events").fetchone()
-        return int(n)
-    finally:
-        conn.close()
-
-
-def checkpoint(db: Path) -> int:
-    """Fold the WAL into the database file; the file's size."""
-    conn = sqlite3.connect(db)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    finally:
-        conn.close()
-    return db.stat().st_size
-
-
-def crash_in_flight(
-    store: SqlEventStore,
-    templates: Templates,
-    settings: Settings,
-    owner: str,
-    dead: tuple[int, int],
-    say: Say,
-) -> list[str]:
-    """Clone the mid-work sessions and drive each into a turn the control plane dies in."""
-    host = CrashAfterStartHost(dead_pid=dead[0], dead_start_time=dead[1])
-    ctl = Controller(
-        store,
-        ControllerConfig(lease_seconds=LEASE_SECONDS, host_loader=host.loader),
-        owner=owner,
-    )
-    sids = []
-    for i in range(settings.in_flight):
-        ids = _clone_ids(IN_FLIGHT, i, templates.turn_slots)
-        append_clone(store, templates.mid_work, ids, durable=False)
-        sid = ids[0]
-        ctl.acquire(sid)
-        session = ctl.sessions.load(sid)
-        now = ctl.sessions.now()
-        plan = plan_next_turn(session, goal_view(ctl.goals.load(session.goal_id), sid, now), now)
-        assert isinstance(plan, NextTurn), plan
-        try:
-            ctl.driver.run_turn(session, plan)
-        except SimulatedCrash:
-            pass
-        else:
-            raise AssertionError("the crashing host did not crash the turn")
-        in_flight = ctl.sessions.load(sid).in_flight
-        assert in_flight is not None, f"session {sid}: no turn in flight after the crash"
-        sids.append(sid)
-    say(f"  {len(sids)} sessions with a turn in flight (host pid {dead[0]}, SIGKILLed)")
-    return sids
-
-
-def grow(
-    db: Path, templates: Templates, target: int, start: int, settings: Settings, say: Say
-) -> tuple[int, int]:
-    """Add closed sessions until the store holds ``target`` events; (events, sessions added).
-
-    Clones are appended with ``durable=False``; every ``batch_events`` events, and at
-    the end, one durable append makes all the cheap ones before it durable too.
-    """
-    events = first = count_events(db)
-    store = open_store(db)
-    n = start
-    since_durable = 0
-    t0 = last_say = time.perf_counter()
-    try:
-        while events < target:
-            remaining = target - events
-            durable = (
-                since_durable + templates.closed_events >= settings.batch_events
-                or templates.closed_events >= remaining
-            )
-            written = append_clone(
-                store, templates.closed, _clone_ids(CLOSED, n, templates.turn_slots), durable
-            )
-            n += 1
-            events += written
-            since_durable = 0 if durable else since_durable + written
-            now = time.perf_counter()
-            if now - last_say > 2.0:
-                rate = (events - first) / (now - t0)
-                say(f"    {events:,} / {target:,} events ({rate:,.0f} events/s)")
-                last_say = now
-    finally:
-        store.close()
-    return events, n - start
-
-
-# -- the restarted control plane (a child process) ----------------------------------------
-
-
-def recover_child(db: Path, expect: int, profile: bool = False) -> dict[str, Any]:
-    """A fresh control plane: open the store, run the controller until every in-flight
-    session is recovered, stop before any new turn. Timed from opening the store.
-
-    With ``profile`` the whole pass runs under cProfile (so its times are inflated)
-    and the result carries the breakdown per recovered session.
-    """
-    if profile:
-        out: dict[str, Any] = {}
-
-        def once() -> None:
-            out.update(recover_child(db, expect))
-
-        out["profile"] = profile_ops(once, 1, per=expect)
-        return out
-    t0 = time.perf_counter()
-    store = open_store(db)
-    opened = time.perf_counter()
-    host = NoopHost()
-    recovered: list[str] = []
-    lost = 0
-    last = [opened]
-    first: list[float | None] = [None]
-    controller: Controller
-
-    def progress(line: str) -> None:
-        nonlocal lost
-        if first[0] is None:
-            first[0] = time.perf_counter()  # the sessions are listed; the first one starts
-        if ": recovered (" in line:
-            recovered.append(line)
-            lost += "turn_marked_lost" in line
-            last[0] = time.perf_counter()
-            if lost >= expect:
-                controller.request_stop()  # every in-flight turn is recovered
-
-    controller = Controller(
-        store,
-        ControllerConfig(lease_seconds=LEASE_SECONDS, host_loader=host.loader),
-        progress=progress,
-    )
-    summary = controller.run()
-    done = last[0]
-    store.close()
-    listed = first[0] if first[0] is not None else done
-    return {
-        "open_s": opened - t0,
-        # Open to the first progress line: listing every session (the takeover message
-        # of the first in-flight session follows the listing at once).
-        "list_s": listed - opened,
-        "recover_s": done - t0,
-        "sessions_recovered": len(recovered),
-        "turns_marked_lost": lost,
-        "turns_run": summary.turns,
-    }
-
-
-def run_child(db: Path, expect: int, profile: bool = False) -> tuple[dict[str, Any], float]:
-    t0 = time.perf_counter()
-    extra = ["--child-profile"] if profile else []
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.recovery_bench",
-            "--child",
-            str(db),
-            str(expect),
-            *extra,
-        ],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-    )
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"recovery child failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout), wall
-
-
-# -- driver ----------------------------------------------------------------------------
-
-
-def restart(work: Path, db: Path, tier: Tier, settings: Settings, say: Say) -> None:
-    """``settings.repeats`` restarts, each on a fresh copy of ``db``, into ``tier``."""
-    for r in range(settings.repeats):
-        copy = work / "restart.db"
-        shutil.copyfile(db, copy)
-        out, wall = run_child(copy, settings.in_flight)
-        copy.unlink()
-        for suffix in ("-wal", "-shm"):
-            Path(f"{copy}{suffix}").unlink(missing_ok=True)
-        if out["turns_marked_lost"] != settings.in_flight:
-            raise RuntimeError(f"recovery marked {out['turns_marked_lost']} turns lost")
-        tier.recover_s.append(out["recover_s"])
-        tier.open_s.append(out["open_s"])
-        tier.list_s.append(out["list_s"])
-        tier.process_s.append(wall)
-        tier.recovered.append(out["sessions_recovered"])
-        say(
-            f"  restart {r + 1}/{settings.repeats}: {out['recover_s']:.3f} s to recover "
-            f"{out['turns_marked_lost']} in-flight turns (opened in "
-            f"{out['open_s']:.3f} s, sessions listed in {out['list_s']:.3f} s); "
-            f"fresh process {wall:.2f} s"
-        )
-    tier.median_recover_s = statistics.median(tier.recover_s)
-    tier.min_recover_s = min(tier.recover_s)
-    tier.median_process_s = statistics.median(tier.process_s)
-    tier.per_session_ms = tier.median_recover_s * 1000 / settings.in_flight
 
 
 def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
@@ -537,7 +115,9 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         dead = dead_process()
         owner = dead_owner(*dead)
         say("recording the templates through the real runtime ...")
-        templates = record_templates(work, settings, owner, say)
+        templates = record_templates(
+            work, settings.inflight_turns, settings.turns_per_session, owner, say
+        )
         res = Results(
             machine=info,
             settings=asdict(settings),
@@ -550,13 +130,13 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         db = work / "history.db"
         store = open_store(db)
         say(f"crashing {settings.in_flight} sessions mid-turn ...")
-        crash_in_flight(store, templates, settings, owner, dead, say)
+        crash_in_flight(store, templates, settings.in_flight, owner, dead, say)
         store.close()
         closed = 0
         for size in settings.sizes:
             say(f"history of {size:,} events: growing the store ...")
             t0 = time.perf_counter()
-            _, added = grow(db, templates, size, closed, settings, say)
+            _, added = grow(db, templates, size, closed, settings.batch_events, say)
             closed += added
             db_bytes = checkpoint(db)
             build = time.perf_counter() - t0
@@ -571,7 +151,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                 f"  {tier.events:,} events in {tier.sessions:,} sessions, "
                 f"{db_bytes / 2**20:,.1f} MiB, grown in {build:.1f} s"
             )
-            restart(work, db, tier, settings, say)
+            restart(work, db, tier, settings.repeats, settings.in_flight, say)
             if settings.profile and size == settings.sizes[-1]:
                 shutil.copyfile(db, work / "restart.db")
                 out, _ = run_child(work / "restart.db", settings.in_flight, profile=True)
@@ -649,13 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="one more restart at the largest size, profiled"
     )
-    parser.add_argument("--child", nargs=2, metavar=("DB", "EXPECT"), help=argparse.SUPPRESS)
-    parser.add_argument("--child-profile", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        out = recover_child(Path(args.child[0]), int(args.child[1]), args.child_profile)
-        sys.stdout.write(json.dumps(out) + "\n")
-        return 0
     settings = SMOKE if args.smoke else QUICK if args.quick else FULL
     if args.in_flight is not None:
         settings = replace(settings, in_flight=args.in_flight)

@@ -1,0 +1,279 @@
+"""A throwaway turnkeeper project for one crash scenario, and the factory that cleans up.
+
+A project is a git repo, ``turnkeeper init``, the standard goal and todos (see
+:mod:`.scripts`) and one ``scripted`` session on the repo, with the script the test
+chooses. Its control planes run as ``turnkeeper`` CLI subprocesses with
+``TURNKEEPER_DIR`` pointing at the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.runtime.crash_support.processes import (
+    CliResult,
+    cli_command,
+    kill_marked_processes,
+    live_marked_processes,
+    wait_until,
+)
+from tests.runtime.crash_support.scripts import (
+    EVIDENCE_A,
+    EVIDENCE_B,
+    GOAL_ID,
+    PAUSE_NAME,
+    TITLE_A,
+    TITLE_B,
+    TODO_A,
+    TODO_B,
+)
+from tests.runtime.crash_support.turn_log import Record, TurnHistory, turn_histories
+from turnkeeper.kernel import GoalState
+from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
+from turnkeeper.kernel.session import SessionState
+from turnkeeper.runtime.goals import GoalService, goal_stream
+from turnkeeper.runtime.project import init_project
+from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.store import EventStore, open_store
+
+CLI_TIMEOUT = 90.0  # seconds any one CLI process may take before the test gives up
+SETTLE_TIMEOUT = 20.0  # seconds an orphaned host may take to notice its parent died
+# Scenarios run in threads (see ``scenario_pool``), but this process opens stores one
+# at a time: opening a fresh store runs Alembic, whose ``alembic.context`` is process
+# global, so two first opens in two threads can run one migration on the other's
+# connection (seen as a segfault in sqlite3). The control planes are separate processes.
+_STORE_LOCK = threading.Lock()
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+@dataclass
+class CrashProject:
+    """A throwaway turnkeeper project: a git repo, one goal, one scripted session."""
+
+    root: Path
+    session_id: str = ""
+    _calls: int = 0
+
+    @property
+    def repo(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def host_state(self) -> Path:
+        return self.root / "host-state"
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / ".turnkeeper" / "turnkeeper.db"
+
+    @property
+    def pause_file(self) -> Path:
+        return self.repo / ".turnkeeper-pause" / PAUSE_NAME
+
+    # --- running the CLI ------------------------------------------------------------
+
+    def env(self, crash_at: str | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+        env["TURNKEEPER_DIR"] = str(self.root)
+        if crash_at is not None:
+            env["TURNKEEPER_CRASH_AT"] = crash_at
+        return env
+
+    def cli(self, *args: str, crash_at: str | None = None) -> CliResult:
+        """Run ``turnkeeper ARGS`` to its end. Output goes to files, not pipes: a
+        process that inherited a pipe could otherwise keep the read open forever."""
+        self._calls += 1
+        logs = self.root / "logs"
+        logs.mkdir(exist_ok=True)
+        out_path = logs / f"{self._calls:02d}.out"
+        err_path = logs / f"{self._calls:02d}.err"
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            proc = subprocess.Popen(
+                [*cli_command(), *args],
+                cwd=self.root,
+                env=self.env(crash_at),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
+            try:
+                returncode = proc.wait(timeout=CLI_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # our own child, by pid
+                proc.wait()
+                raise
+        result = CliResult(
+            args=args,
+            returncode=returncode,
+            stdout=out_path.read_text(errors="replace"),
+            stderr=err_path.read_text(errors="replace"),
+        )
+        if crash_at is None:
+            assert result.returncode == 0, result.describe()
+        return result
+
+    def run_control_plane(self, *args: str, crash_at: str | None = None) -> CliResult:
+        """``turnkeeper run --json``; with ``crash_at`` it must die by its own SIGKILL."""
+        result = self.cli("run", "--json", *args, crash_at=crash_at)
+        if crash_at is not None:
+            assert result.returncode == -signal.SIGKILL, result.describe()
+            assert "[crash point " in result.stderr, result.describe()
+        return result
+
+    # --- reading state ----------------------------------------------------------------
+
+    @contextmanager
+    def store(self) -> Iterator[EventStore]:
+        with _STORE_LOCK:
+            store = open_store(self.db_path)
+            try:
+                yield store
+            finally:
+                store.close()
+
+    def session_records(self) -> list[Record]:
+        with self.store() as store:
+            raw = store.read_stream(session_stream(self.session_id))
+        return [Record(r.seq, r.type, json.loads(r.payload)) for r in raw]
+
+    def goal_records(self) -> list[Record]:
+        with self.store() as store:
+            raw = store.read_stream(goal_stream(GOAL_ID))
+        return [Record(r.seq, r.type, json.loads(r.payload)) for r in raw]
+
+    def turns(self) -> dict[str, TurnHistory]:
+        return turn_histories(self.session_records())
+
+    def last_turn(self) -> TurnHistory:
+        return list(self.turns().values())[-1]
+
+    def session(self) -> SessionState:
+        with self.store() as store:
+            return SessionService(store).load(self.session_id)
+
+    def goal(self) -> GoalState:
+        with self.store() as store:
+            return GoalService(store).load(GOAL_ID)
+
+    def runs(self) -> list[dict[str, Any]]:
+        """One line per real host run (written by the agent before any step)."""
+        path = self.host_state / "runs.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def run_counts(self) -> Counter[str]:
+        return Counter(str(r["turn_id"]) for r in self.runs())
+
+    def known_turn_ids(self) -> set[str]:
+        ids = {str(r["turn_id"]) for r in self.runs()}
+        if self.db_path.exists() and self.session_id:
+            ids.update(self.turns())
+        return ids
+
+    def live_processes(self, turn_ids: Iterable[str] | None = None) -> dict[int, str]:
+        return live_marked_processes(self.known_turn_ids() if turn_ids is None else turn_ids)
+
+    def wait_for_orphans(self, turn_id: str) -> None:
+        """Wait until no live process carries ``turn_id``: a host whose control plane
+        died hits a broken stdout pipe at its next event and exits by itself."""
+        wait_until(
+            lambda: not live_marked_processes([turn_id]),
+            SETTLE_TIMEOUT,
+            f"the orphaned host of {turn_id} to exit",
+        )
+
+    def cleanup(self) -> None:
+        """End leftover processes of this project's own turns (a failed test's)."""
+        deadline = time.monotonic() + 10
+        while self.live_processes() and time.monotonic() < deadline:
+            kill_marked_processes(self.known_turn_ids())
+            time.sleep(0.05)
+
+
+def make_project(root: Path, turns: list[dict[str, Any]], *, via_cli: bool = False) -> CrashProject:
+    """A git repo plus ``turnkeeper init``, goal ``g``, todos ``t1``/``t2`` and a scripted
+    session. ``via_cli`` does every step through the CLI (slower: ~0.5 s per call);
+    otherwise through the same services the CLI calls, in this process."""
+    root.mkdir(parents=True, exist_ok=True)
+    project = CrashProject(root=root)
+    project.repo.mkdir()
+    _git(project.repo, "init", "-q")
+    (project.repo / "README").write_text("crash-recovery test workspace\n")
+    _git(project.repo, "add", "-A")
+    _git(project.repo, "commit", "-qm", "initial")
+    config = {"state_dir": str(project.host_state), "script": {"turns": turns}}
+    if via_cli:
+        config_file = root / "host-config.json"
+        config_file.write_text(json.dumps(config))
+        project.cli("init", str(root), "--json")
+        project.cli("goal", "add", "crash recovery", "--id", GOAL_ID, "--json")
+        todo_a = ["--id", TODO_A, "--requires-evidence", EVIDENCE_A]
+        project.cli("todo", "add", GOAL_ID, TITLE_A, *todo_a, "--json")
+        todo_b = ["--id", TODO_B, "--depends-on", TODO_A, "--requires-evidence", EVIDENCE_B]
+        project.cli("todo", "add", GOAL_ID, TITLE_B, *todo_b, "--json")
+        host = ["--host", "scripted", "--host-config", f"@{config_file}"]
+        workspace = ["--workspace", str(project.repo)]
+        created = project.cli("session", "create", GOAL_ID, *host, *workspace, "--json")
+        project.session_id = str(created.json()["session_id"])
+        return project
+    init_project(root)
+    with project.store() as store:
+        goals = GoalService(store)
+        goals.create(CreateGoal(goal_id=GOAL_ID, title="crash recovery"))
+        spec_a = TodoSpec(todo_id=TODO_A, title=TITLE_A, required_evidence=[EVIDENCE_A])
+        goals.submit(GOAL_ID, AddTodo(todo=spec_a))
+        spec_b = TodoSpec(
+            todo_id=TODO_B, title=TITLE_B, depends_on=[TODO_A], required_evidence=[EVIDENCE_B]
+        )
+        goals.submit(GOAL_ID, AddTodo(todo=spec_b))
+        session = SessionService(store).create(GOAL_ID, project.repo, "scripted", config)
+    project.session_id = session.session_id
+    return project
+
+
+class ProjectFactory:
+    """Makes projects for one test and, at teardown, ends what their turns left running."""
+
+    def __init__(self) -> None:
+        self.projects: list[CrashProject] = []
+
+    def make(
+        self, root: Path, turns: list[dict[str, Any]], *, via_cli: bool = False
+    ) -> CrashProject:
+        project = make_project(root, turns, via_cli=via_cli)
+        self.projects.append(project)
+        return project
+
+    def cleanup(self) -> None:
+        for project in self.projects:
+            project.cleanup()
+
+
+@contextmanager
+def project_factory() -> Iterator[ProjectFactory]:
+    factory = ProjectFactory()
+    try:
+        yield factory
+    finally:
+        factory.cleanup()
