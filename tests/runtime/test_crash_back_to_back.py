@@ -19,12 +19,8 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("tests.runtime.crash_support")
-
-from tests.runtime.crash_support import (  # noqa: E402
-    HOST_EVENTS_PAUSED_BATCH_ON_T2,
-    PAUSED_LAST_SEQ,
-    TITLE_B,
+from tests.runtime.crash_support import (
+    CRASH_PAUSED_ON_T2,
     TODO_A,
     TODO_B,
     CliResult,
@@ -32,29 +28,23 @@ from tests.runtime.crash_support import (  # noqa: E402
     ProjectFactory,
     RunSnapshot,
     TurnHistory,
-    assert_every_turn_terminal,
-    assert_goal_completed,
-    assert_host_never_rerun,
-    assert_store_consistent,
+    assert_finished_intact,
+    assert_left_paused_mid_turn,
     assert_written_back_once,
-    paused_turn,
-    project_factory,
-    scenario_pool,
-    selected_params,
+    paused_on_t2_script,
+    run_side_by_side,
     snapshot,
-    standard_script,
 )
-from turnkeeper.kernel import GoalState  # noqa: E402
-from turnkeeper.kernel.session import SessionState  # noqa: E402
+from turnkeeper.kernel import GoalState
+from turnkeeper.kernel.session import SessionState
 
-PAUSED_ON_T2 = f"host.events@{HOST_EVENTS_PAUSED_BATCH_ON_T2}"
 SEQUENCES: dict[str, tuple[str, ...]] = {
-    "recovery.killed": (PAUSED_ON_T2, "recovery.killed"),
-    "recovery.lost": (PAUSED_ON_T2, "recovery.lost"),
-    "recovery.reported": (PAUSED_ON_T2, "recovery.reported"),
+    "recovery.killed": (CRASH_PAUSED_ON_T2, "recovery.killed"),
+    "recovery.lost": (CRASH_PAUSED_ON_T2, "recovery.lost"),
+    "recovery.reported": (CRASH_PAUSED_ON_T2, "recovery.reported"),
     # Killed four times in a row, at four different points: mid-turn, inside recovery,
     # right after the continuation was accepted, mid-write-back of the next one.
-    "four-kills": (PAUSED_ON_T2, "recovery.killed", "turn.accepted", "receipt"),
+    "four-kills": (CRASH_PAUSED_ON_T2, "recovery.killed", "turn.accepted", "receipt"),
 }
 
 
@@ -105,7 +95,7 @@ def _stage(project: CrashProject, crash_at: str | None) -> Stage:
 
 
 def _scenario(factory: ProjectFactory, root: Path, sequence: str) -> Outcome:
-    project = factory.make(root, standard_script(paused_turn(TITLE_B, "b.txt")))
+    project = factory.make(root, paused_on_t2_script())
     outcome = Outcome(project)
     for crash_at in (*SEQUENCES[sequence], None):
         outcome.stages.append(_stage(project, crash_at))
@@ -116,11 +106,8 @@ def _scenario(factory: ProjectFactory, root: Path, sequence: str) -> Outcome:
 def outcomes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[Outcome]]]:
-    with project_factory() as factory, scenario_pool() as pool:
-        yield {
-            name: pool.submit(_scenario, factory, tmp_path_factory.mktemp(name), name)
-            for name in selected_params(request, "sequence")
-        }
+    with run_side_by_side(request, tmp_path_factory, "sequence", _scenario) as running:
+        yield running
 
 
 def _check_paused_kill(stage: Stage) -> TurnHistory:
@@ -128,13 +115,7 @@ def _check_paused_kill(stage: Stage) -> TurnHistory:
     first, paused = stage.turn_list
     assert (first.todo_id, first.terminal) == (TODO_A, "turn.completed")
     assert (paused.todo_id, paused.attempt, paused.terminals) == (TODO_B, 1, [])
-    assert stage.session.in_flight is not None
-    assert stage.session.in_flight.phase == "host_started"
-    assert stage.session.in_flight.last_host_seq == PAUSED_LAST_SEQ
-    host_pid = next(r["pid"] for r in stage.runs if r["turn_id"] == paused.turn_id)
-    assert host_pid in stage.survivors
-    assert set(stage.survivors.values()) == {paused.turn_id}
-    assert len(stage.survivors) >= 2  # the host and its detached `sleep 600`
+    assert_left_paused_mid_turn(stage.session, stage.runs, stage.survivors, paused.turn_id)
     return paused
 
 
@@ -142,12 +123,8 @@ def _check_final(outcome: Outcome, expected_turns: int) -> dict[str, TurnHistory
     project, final = outcome.project, outcome.final
     assert final.result.summary()["stops"] == {project.session_id: "goal_terminal"}
     assert final.survivors == {}
-    assert_goal_completed(project)
-    turns = assert_every_turn_terminal(project)
+    turns = assert_finished_intact(project, [stage.snapshot for stage in outcome.stages])
     assert len(turns) == expected_turns
-    assert_host_never_rerun(project, [stage.snapshot for stage in outcome.stages])
-    assert_store_consistent(project)
-    assert project.live_processes() == {}
     first = next(iter(turns.values()))
     assert_written_back_once(project, first.turn_id, TODO_A)
     return turns

@@ -15,23 +15,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("tests.runtime.crash_support")
-
-from tests.runtime.crash_support import (  # noqa: E402
+from tests.runtime.crash_support import (
+    CRASH_PAUSED_ON_T2,
     GOAL_ID,
-    HOST_EVENTS_PAUSED_BATCH_ON_T2,
-    TITLE_B,
     TODO_A,
     TODO_B,
     ProjectFactory,
-    assert_every_turn_terminal,
-    assert_goal_completed,
-    assert_host_never_rerun,
-    assert_store_consistent,
-    paused_turn,
+    assert_finished_intact,
+    paused_on_t2_script,
     project_factory,
     snapshot,
-    standard_script,
 )
 
 
@@ -44,10 +37,8 @@ def projects() -> Iterator[ProjectFactory]:
 def test_cli_exposes_the_recovery_report_after_a_crash(
     tmp_path: Path, projects: ProjectFactory
 ) -> None:
-    project = projects.make(
-        tmp_path / "p", standard_script(paused_turn(TITLE_B, "b.txt")), via_cli=True
-    )
-    project.run_control_plane(crash_at=f"host.events@{HOST_EVENTS_PAUSED_BATCH_ON_T2}")
+    project = projects.make(tmp_path / "p", paused_on_t2_script(), via_cli=True)
+    project.run_control_plane(crash_at=CRASH_PAUSED_ON_T2)
     killed = project.last_turn()
     assert killed.todo_id == TODO_B
     survivors = project.live_processes([killed.turn_id])
@@ -60,11 +51,7 @@ def test_cli_exposes_the_recovery_report_after_a_crash(
     assert "recovered (killed_process, turn_marked_lost, continuation_queued)" in "\n".join(
         restarted.progress
     )
-    assert project.live_processes() == {}
-    assert_goal_completed(project)
-    turns = assert_every_turn_terminal(project)
-    assert_host_never_rerun(project, [after_crash])
-    assert_store_consistent(project)
+    turns = assert_finished_intact(project, [after_crash])
     continuation = list(turns.values())[-1]
 
     shown = project.cli("session", "show", project.session_id[:8], "--json").json()

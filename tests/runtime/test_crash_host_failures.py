@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("tests.runtime.crash_support")
-
-from tests.runtime.crash_support import (  # noqa: E402
+from tests.runtime.crash_support import (
+    FILE_B,
     TITLE_B,
     TODO_A,
     TODO_B,
@@ -29,15 +28,10 @@ from tests.runtime.crash_support import (  # noqa: E402
     CrashProject,
     ProjectFactory,
     TurnHistory,
-    assert_every_turn_terminal,
-    assert_goal_completed,
-    assert_host_never_rerun,
-    assert_store_consistent,
+    assert_finished_intact,
     assert_written_back_once,
     fault_turn,
-    project_factory,
-    scenario_pool,
-    selected_params,
+    run_side_by_side,
     standard_script,
 )
 
@@ -75,7 +69,7 @@ class Outcome:
 
 def _scenario(factory: ProjectFactory, root: Path, name: str) -> Outcome:
     fault = FAULTS[name]
-    project = factory.make(root, standard_script(fault_turn(TITLE_B, "b.txt", fault.step)))
+    project = factory.make(root, standard_script(fault_turn(TITLE_B, FILE_B, fault.step)))
     return Outcome(project, project.run_control_plane(*fault.run_args))
 
 
@@ -85,11 +79,10 @@ def outcomes(
 ) -> Iterator[dict[str, Future[Outcome]]]:
     # The hang waits out its timeout and every failure its recovery backoff (5 s):
     # all side by side, those waits overlap.
-    with project_factory() as factory, scenario_pool(len(FAULTS)) as pool:
-        yield {
-            name: pool.submit(_scenario, factory, tmp_path_factory.mktemp(name), name)
-            for name in selected_params(request, "name")
-        }
+    with run_side_by_side(
+        request, tmp_path_factory, "name", _scenario, workers=len(FAULTS)
+    ) as running:
+        yield running
 
 
 def _check_failure_record(project: CrashProject, fault: Fault, failed: TurnHistory) -> str:
@@ -169,11 +162,7 @@ def test_host_failure_is_recorded_and_resumed_by_a_continuation(
     }, outcome.run.describe()
     assert any("resumed after failed turn" in line for line in outcome.run.progress)
 
-    assert_goal_completed(project)
-    turns = assert_every_turn_terminal(project)
-    assert_host_never_rerun(project)
-    assert_store_consistent(project)
-    assert project.live_processes() == {}
+    turns = assert_finished_intact(project)
 
     first, failed, continuation = turns.values()
     assert (first.todo_id, first.terminal) == (TODO_A, "turn.completed")

@@ -19,12 +19,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("tests.runtime.crash_support")
-
-from tests.runtime.crash_support import (  # noqa: E402
-    HOST_EVENTS_PAUSED_BATCH_ON_T2,
-    PAUSED_LAST_SEQ,
-    TITLE_B,
+from tests.runtime.crash_support import (
+    CRASH_PAUSED_ON_T2,
     TODO_A,
     TODO_B,
     CliResult,
@@ -32,19 +28,15 @@ from tests.runtime.crash_support import (  # noqa: E402
     ProjectFactory,
     RunSnapshot,
     TurnHistory,
-    assert_every_turn_terminal,
-    assert_goal_completed,
-    assert_host_never_rerun,
-    assert_store_consistent,
+    assert_finished_intact,
+    assert_left_paused_mid_turn,
     assert_written_back_once,
-    paused_turn,
-    project_factory,
-    scenario_pool,
-    selected_params,
+    paused_on_t2_script,
+    run_side_by_side,
     snapshot,
     standard_script,
 )
-from turnkeeper.runtime.crashpoints import TURN_POINTS  # noqa: E402
+from turnkeeper.runtime.crashpoints import TURN_POINTS
 
 # Where the crash lands: the n-th hit of the point in the crashing process is the
 # first turn on t2 (turn 1 on t1 hit every point once; host.events twice).
@@ -52,7 +44,7 @@ CRASH_AT = {
     "turn.accepted": "turn.accepted@2",
     "host.spawned": "host.spawned@2",
     "host.started": "host.started@2",
-    "host.events": f"host.events@{HOST_EVENTS_PAUSED_BATCH_ON_T2}",
+    "host.events": CRASH_PAUSED_ON_T2,
     "receipt": "receipt@2",
     "written_back": "written_back@2",
     "completed": "completed@2",
@@ -104,7 +96,8 @@ def _crash(project: CrashProject, point: str) -> tuple[TurnHistory, dict[int, st
     assert first.terminals == ["turn.completed"]
     assert killed.todo_id == TODO_B
     assert (killed.attempt, killed.envelope["kind"]) == (1, "start")
-    in_flight = project.session().in_flight
+    session = project.session()
+    in_flight = session.in_flight
     if PHASE_LEFT[point] is None:
         assert in_flight is None
         assert killed.terminals == ["turn.completed"]
@@ -123,11 +116,7 @@ def _crash(project: CrashProject, point: str) -> tuple[TurnHistory, dict[int, st
     assert runs[killed.turn_id] in RUNS_AT_CRASH[point]
     if point == "host.events":
         # Paused mid-turn: the host and its setsid `sleep 600` outlived the control plane.
-        assert in_flight is not None
-        assert in_flight.last_host_seq == PAUSED_LAST_SEQ
-        host_pid = next(r["pid"] for r in project.runs() if r["turn_id"] == killed.turn_id)
-        assert host_pid in survivors
-        assert len(survivors) >= 2
+        assert_left_paused_mid_turn(session, project.runs(), survivors, killed.turn_id)
         assert project.pause_file.exists()
     else:
         assert survivors == {}
@@ -144,8 +133,8 @@ class Outcome:
 
 
 def _scenario(factory: ProjectFactory, root: Path, point: str) -> Outcome:
-    first_b_turn = paused_turn(TITLE_B, "b.txt") if point in LOST_POINTS else None
-    project = factory.make(root, standard_script(first_b_turn))
+    script = paused_on_t2_script() if point in LOST_POINTS else standard_script()
+    project = factory.make(root, script)
     killed, survivors = _crash(project, point)
     after_crash = snapshot(project)
     restarted = project.run_control_plane()
@@ -157,11 +146,8 @@ def outcomes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[Outcome]]]:
     """Every selected crash point's scenario, run side by side (each its own project)."""
-    with project_factory() as factory, scenario_pool() as pool:
-        yield {
-            point: pool.submit(_scenario, factory, tmp_path_factory.mktemp(point), point)
-            for point in selected_params(request, "point")
-        }
+    with run_side_by_side(request, tmp_path_factory, "point", _scenario) as running:
+        yield running
 
 
 def _check_lost_row(point: str, outcome: Outcome, turns: dict[str, TurnHistory]) -> None:
@@ -231,11 +217,7 @@ def test_control_plane_killed_at_turn_point_recovers(
     assert summary["stops"] == {project.session_id: "goal_terminal"}, restarted.describe()
     assert summary["failed_turns"] == 0
 
-    assert_goal_completed(project)
-    turns = assert_every_turn_terminal(project)
-    assert_host_never_rerun(project, [outcome.after_crash])
-    assert_store_consistent(project)
-    assert project.live_processes() == {}, "a process of one of this test's turns survived"
+    turns = assert_finished_intact(project, [outcome.after_crash])
     first = next(iter(turns.values()))
     assert_written_back_once(project, first.turn_id, TODO_A)
 

@@ -14,8 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.runtime.crash_support.project import CrashProject
-from tests.runtime.crash_support.scripts import CONTENT_A, CONTENT_B, FILE_A, FILE_B, GOAL_ID
+from tests.runtime.crash_support.scripts import (
+    CONTENT_A,
+    CONTENT_B,
+    FILE_A,
+    FILE_B,
+    GOAL_ID,
+    PAUSED_LAST_SEQ,
+)
 from tests.runtime.crash_support.turn_log import TurnHistory
+from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.folder import kernel_folder
 from turnkeeper.runtime.goals import GoalService, goal_stream
 from turnkeeper.runtime.sessions import session_stream
@@ -128,3 +136,33 @@ def assert_written_back_once(project: CrashProject, turn_id: str, todo_id: str) 
         if r.type == "turn.written_back" and r.payload["turn_id"] == turn_id
     ]
     assert len(written) == 1
+
+
+def assert_finished_intact(
+    project: CrashProject, snapshots: Iterable[RunSnapshot] = ()
+) -> dict[str, TurnHistory]:
+    """What every scenario ends with after its last, clean run: the goal completed,
+    invariants 1, 2, 4 and 5, and no process of the project's turns still running.
+    Returns the turns, in the order they were accepted."""
+    assert_goal_completed(project)
+    turns = assert_every_turn_terminal(project)
+    assert_host_never_rerun(project, snapshots)
+    assert_store_consistent(project)
+    assert project.live_processes() == {}, "a process of one of this test's turns survived"
+    return turns
+
+
+def assert_left_paused_mid_turn(
+    session: SessionState, runs: list[dict[str, Any]], survivors: dict[int, str], turn_id: str
+) -> None:
+    """What a kill at ``CRASH_PAUSED_ON_T2`` leaves: ``turn_id`` in flight with its host's
+    events journaled up to the pause, and of the project's turns only that host and its
+    detached child still running (``survivors``: live marked processes, pid -> turn)."""
+    in_flight = session.in_flight
+    assert in_flight is not None
+    assert (in_flight.envelope.turn_id, in_flight.phase) == (turn_id, "host_started")
+    assert in_flight.last_host_seq == PAUSED_LAST_SEQ
+    host_pid = next(r["pid"] for r in runs if r["turn_id"] == turn_id)
+    assert host_pid in survivors
+    assert set(survivors.values()) == {turn_id}
+    assert len(survivors) >= 2  # the host and its detached `sleep 600`

@@ -29,6 +29,9 @@ PAUSED_LAST_SEQ = EVENT_BATCH + 1
 # ``t2``: turn 1 journals two batches (session.bound; file.changed + result), the
 # paused turn's session.bound is the third.
 HOST_EVENTS_PAUSED_BATCH_ON_T2 = 4
+# Where a control plane running :func:`paused_on_t2_script` dies with the first turn on
+# ``t2`` paused mid-turn: its host and the host's detached child outlive it.
+CRASH_PAUSED_ON_T2 = f"host.events@{HOST_EVENTS_PAUSED_BATCH_ON_T2}"
 
 
 def _match(title: str, attempt: int | None, kind: str | None) -> dict[str, Any]:
@@ -94,3 +97,8 @@ def standard_script(first_b_turn: dict[str, Any] | None = None) -> list[dict[str
         turns.append(first_b_turn)
     turns.append(write_turn(TITLE_B, FILE_B, CONTENT_B, EVIDENCE_B))
     return turns
+
+
+def paused_on_t2_script() -> list[dict[str, Any]]:
+    """``t1`` succeeds; the first turn on ``t2`` pauses mid-turn (see :func:`paused_turn`)."""
+    return standard_script(paused_turn(TITLE_B, FILE_B))
