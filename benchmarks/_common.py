@@ -1,26 +1,28 @@
 """What the benchmarks share: a scratch directory on the project's disk, the machine's
-description, timing helpers, a commit counter, and a project driven turn by turn."""
+description, timing helpers, a commit counter, a project driven turn by turn, and the
+reporting of results (targets, the machine, JSON or tables)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.append_bench import filesystem_of
 from benchmarks.noop_host import NoopHost
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
@@ -33,6 +35,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LEASE_SECONDS = 7 * 24 * 3600.0
 
 Say = Callable[[str], None]
+Result = TypeVar("Result")
 
 
 def table_console() -> Console:
@@ -59,6 +62,15 @@ def scratch_dir(prefix: str, keep: bool = False) -> Iterator[Path]:
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def run_in_directory(directory: Path | None, prefix: str, body: Callable[[Path], Result]) -> Result:
+    """``body(directory)``; without a directory, ``body`` in a scratch dir of its own
+    (see :func:`scratch_dir`), removed after."""
+    if directory is not None:
+        return body(directory)
+    with scratch_dir(prefix) as work:
+        return body(work)
+
+
 def _meminfo() -> dict[str, int]:
     out: dict[str, int] = {}
     try:
@@ -82,20 +94,27 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _device_of(path: Path) -> str:
-    best, device = "", "unknown"
+def _mount_of(path: Path) -> tuple[str, str]:
+    """(device, filesystem type) of the mount holding ``path``: the longest mount point
+    in /proc/mounts that contains it; ``unknown`` for what cannot be read."""
+    best, found = "", ("unknown", "unknown")
     try:
         mounts = Path("/proc/mounts").read_text().splitlines()
     except OSError:
-        return device
+        return found
     target = str(path.resolve())
     for line in mounts:
         parts = line.split()
         if len(parts) < 3 or len(parts[1]) < len(best):
             continue
         if target == parts[1] or target.startswith(parts[1].rstrip("/") + "/"):
-            best, device = parts[1], parts[0]
-    return device
+            best, found = parts[1], (parts[0], parts[2])
+    return found
+
+
+def filesystem_of(path: Path) -> str:
+    """The filesystem type holding ``path`` (``ext4``, ``tmpfs``, ...)."""
+    return _mount_of(path)[1]
 
 
 def code_version() -> str:
@@ -128,25 +147,29 @@ def machine(directory: Path) -> dict[str, Any]:
     """What the figures came from: CPUs, memory, the disk and how loaded the box was."""
     mem = _meminfo()
     usage = shutil.disk_usage(directory)
-    load = os.getloadavg()
     return {
         "host": socket.gethostname(),
         "nproc": len(os.sched_getaffinity(0)),
         "cpu": _cpu_model(),
         "memory_total": gib(mem.get("MemTotal", 0)),
         "memory_available": gib(mem.get("MemAvailable", 0)),
-        "disk_device": _device_of(directory),
+        "disk_device": _mount_of(directory)[0],
         "disk_filesystem": filesystem_of(directory),
         "disk_size": gib(usage.total),
         "disk_free": gib(usage.free),
         "tmp_filesystem": filesystem_of(Path("/tmp")),
         "directory": str(directory),
-        "loadavg": [round(x, 2) for x in load],
+        "loadavg": load_average(),
         "python": platform.python_version(),
         "kernel": platform.release(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "code": code_version(),
     }
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages now: how busy the machine was."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def describe_machine(info: dict[str, Any]) -> str:
@@ -159,6 +182,14 @@ def describe_machine(info: dict[str, Any]) -> str:
     )
 
 
+def announce_machine(work: Path, say: Say) -> dict[str, Any]:
+    """The machine's description (see :func:`machine`), said first as progress lines."""
+    info = machine(work)
+    say(f"working in {work} ({info['disk_filesystem']} on {info['disk_device']})")
+    say(f"machine: {describe_machine(info)}")
+    return info
+
+
 def timed(op: Callable[[], Any], n: int) -> list[float]:
     """Run ``op`` ``n`` times; each run's wall time in microseconds."""
     out = []
@@ -168,6 +199,16 @@ def timed(op: Callable[[], Any], n: int) -> list[float]:
         op()
         out.append((clock() - t0) / 1000)
     return out
+
+
+def count_events(db: Path) -> int:
+    """The events in a store's SQLite file, read with plain ``sqlite3``."""
+    conn = sqlite3.connect(db)
+    try:
+        (n,) = conn.execute("SELECT COUNT(*) FROM events").fetchone()
+        return int(n)
+    finally:
+        conn.close()
 
 
 def git_workspace(path: Path) -> Path:
@@ -380,3 +421,28 @@ def render_profile(profile: dict[str, Any], console: Console, unit: str) -> None
     for row in profile["top_cumulative"]:
         top.add_row(row["function"], f"{row['calls_per_op']:.1f}", f"{row['cum_us_per_op']:,.0f}")
     console.print(top)
+
+
+# -- reporting -------------------------------------------------------------------------
+
+
+def render_targets(targets: dict[str, dict[str, Any]], console: Console) -> None:
+    """One line per target: what was wanted, what was measured, met or missed."""
+    for name, target in targets.items():
+        mark = "[green]met[/green]" if target["met"] else "[red]missed[/red]"
+        console.print(f"target {name}: {target['target']}: {target['value']:.3f} {mark}")
+
+
+def render_machine(info: dict[str, Any], console: Console) -> None:
+    """The machine the figures came from, and how loaded it was when they were done."""
+    console.print(f"machine: {describe_machine(info)}")
+    console.print(f"load average at the end: {info.get('loadavg_end')}")
+
+
+def print_results(results: Any, as_json: bool, render: Callable[[Any, Console], None]) -> None:
+    """A benchmark's results on stdout: as JSON (its progress went to stderr), or as
+    the tables ``render`` prints."""
+    if as_json:
+        sys.stdout.write(json.dumps(asdict(results), indent=2) + "\n")
+    else:
+        render(results, table_console())

@@ -19,24 +19,27 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import shutil
 import sqlite3
 import statistics
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks._common import (
+    filesystem_of,
+    print_results,
+    progress_printer,
+    scratch_dir,
+    timed,
+)
 from turnkeeper.store import NewEvent, SqlEventStore, StreamAppend, open_store
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = json.dumps({"type": "host.item", "text": "x" * 160, "n": 0})
 STATE = json.dumps({"turns": 0, "status": "running", "note": "y" * 60})
 
@@ -66,23 +69,6 @@ class Results:
     process_rate: float = 0.0
 
 
-def filesystem_of(path: Path) -> str:
-    """The filesystem type holding ``path`` (longest mount prefix in /proc/mounts)."""
-    best, fstype = "", "unknown"
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return fstype
-    target = str(path.resolve())
-    for line in mounts:
-        parts = line.split()
-        if len(parts) < 3 or len(parts[1]) < len(best):
-            continue
-        if target == parts[1] or target.startswith(parts[1].rstrip("/") + "/"):
-            best, fstype = parts[1], parts[2]
-    return fstype
-
-
 # -- (a) and (b) -----------------------------------------------------------------------
 
 
@@ -92,16 +78,6 @@ def _bare_connection(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
     return conn
-
-
-def _timed(op: Callable[[], Any], n: int) -> list[float]:
-    out = []
-    clock = time.perf_counter_ns
-    for _ in range(n):
-        t0 = clock()
-        op()
-        out.append((clock() - t0) / 1000)
-    return out
 
 
 def measure_latency(directory: Path, settings: Settings, say: Callable[[str], None]) -> Results:
@@ -140,13 +116,13 @@ def measure_latency(directory: Path, settings: Settings, say: Callable[[str], No
 
     ops = [bare_commit, append, append_many]
     for warm in ops:  # first commits create pages and WAL
-        _timed(warm, 50)
+        timed(warm, 50)
     samples: dict[Callable[[], None], list[float]] = {op: [] for op in ops}
     for r in range(settings.rounds):
         order = ops[r % 3 :] + ops[: r % 3]
         if r % 2:
             order.reverse()
-        now = {op: _timed(op, settings.ops_per_round) for op in order}
+        now = {op: timed(op, settings.ops_per_round) for op in order}
         for op in ops:
             samples[op] += now[op]
         a, b, m = (statistics.median(now[op]) for op in ops)
@@ -240,10 +216,7 @@ def measure_processes(path: Path, processes: int, seconds: float) -> float:
 
 
 def run(settings: Settings, say: Callable[[str], None]) -> Results:
-    cache = PROJECT_ROOT / ".cache"
-    cache.mkdir(exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="append-bench-", dir=cache))
-    try:
+    with scratch_dir("append-bench-") as directory:
         say(
             f"working in {directory} ({filesystem_of(directory)}; /tmp is "
             f"{filesystem_of(Path('/tmp'))})"
@@ -259,8 +232,6 @@ def run(settings: Settings, say: Callable[[str], None]) -> Results:
         res.process_rate = measure_processes(directory / "procs.db", 2, settings.seconds)
         say(f"    {res.process_rate:,.0f} appends/s")
         return res
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def render(res: Results, console: Console) -> None:
@@ -319,13 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(rounds=10, ops_per_round=300, seconds=4.0)
     if args.quick:
         settings = Settings(rounds=2, ops_per_round=40, seconds=0.4)
-    # With --json, progress goes to stderr so stdout stays parseable.
-    progress = Console(stderr=args.json)
-    res = run(settings, lambda line: progress.print(line, highlight=False))
-    if args.json:
-        sys.stdout.write(json.dumps(asdict(res), indent=2) + "\n")
-    else:
-        render(res, Console())
+    res = run(settings, progress_printer(to_stderr=args.json))
+    print_results(res, args.json, render)
     return 0
 
 

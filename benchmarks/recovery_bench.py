@@ -40,11 +40,8 @@ timed by :mod:`benchmarks.recovery_restart`; this module sizes, drives and repor
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -55,17 +52,19 @@ from rich.table import Table
 
 from benchmarks._common import (
     Say,
-    describe_machine,
+    announce_machine,
+    count_events,
     git_workspace,
-    machine,
+    load_average,
+    print_results,
     progress_printer,
+    render_machine,
     render_profile,
-    scratch_dir,
-    table_console,
+    render_targets,
+    run_in_directory,
 )
 from benchmarks.recovery_history import (
     checkpoint,
-    count_events,
     crash_in_flight,
     dead_owner,
     dead_process,
@@ -108,9 +107,7 @@ class Results:
 
 def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
     def body(work: Path) -> Results:
-        info = machine(work)
-        say(f"working in {work} ({info['disk_filesystem']} on {info['disk_device']})")
-        say(f"machine: {describe_machine(info)}")
+        info = announce_machine(work, say)
         git_workspace(work / "workspace")
         dead = dead_process()
         owner = dead_owner(*dead)
@@ -158,7 +155,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                 res.profile = out["profile"]
                 say("  profiled one more restart (cProfile)")
             res.tiers.append(tier)
-        res.machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        res.machine["loadavg_end"] = load_average()
         largest, smallest = res.tiers[-1], res.tiers[0]
         res.targets = {
             "recover_at_largest": {
@@ -174,10 +171,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         }
         return res
 
-    if directory is not None:
-        return body(directory)
-    with scratch_dir("recovery-bench-") as work:
-        return body(work)
+    return run_in_directory(directory, "recovery-bench-", body)
 
 
 def render(res: Results, console: Console) -> None:
@@ -210,11 +204,8 @@ def render(res: Results, console: Console) -> None:
             f"{t.median_process_s:.2f} s",
         )
     console.print(table)
-    for name, target in res.targets.items():
-        mark = "[green]met[/green]" if target["met"] else "[red]missed[/red]"
-        console.print(f"target {name}: {target['target']}: {target['value']:.3f} {mark}")
-    console.print(f"machine: {describe_machine(res.machine)}")
-    console.print(f"load average at the end: {res.machine.get('loadavg_end')}")
+    render_targets(res.targets, console)
+    render_machine(res.machine, console)
     if res.profile:
         render_profile(res.profile, console, unit="recovered session")
 
@@ -238,10 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         settings = replace(settings, profile=True)
     res = run(settings, progress_printer(to_stderr=args.json))
-    if args.json:
-        sys.stdout.write(json.dumps(asdict(res), indent=2) + "\n")
-    else:
-        render(res, table_console())
+    print_results(res, args.json, render)
     return 0
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._common import LEASE_SECONDS, Say, TurnLoop
+from benchmarks._common import LEASE_SECONDS, Say, TurnLoop, count_events
 from benchmarks.noop_host import CrashAfterStartHost, SimulatedCrash
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel.session import NextTurn, SetStatus, plan_next_turn
@@ -224,15 +224,6 @@ def append_clone(
         )
         written += len(events)
     return written
-
-
-def count_events(db: Path) -> int:
-    conn = sqlite3.connect(db)
-    try:
-        (n,) = conn.execute("SELECT COUNT(*) FROM events").fetchone()
-        return int(n)
-    finally:
-        conn.close()
 
 
 def checkpoint(db: Path) -> int:

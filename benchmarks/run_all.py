@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import traceback
@@ -36,6 +35,7 @@ from benchmarks import recovery_bench, storage_bench, turn_bench
 from benchmarks._common import (
     Say,
     describe_machine,
+    load_average,
     machine,
     progress_printer,
     scratch_dir,
@@ -84,7 +84,7 @@ def run(
                 say(f"[red]{part}_bench failed: {exc!r}[/red]")
                 say(traceback.format_exc())
             out["seconds"] = time.perf_counter() - started
-            out["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+            out["loadavg_end"] = load_average()
             out["targets"] = {
                 f"{name}.{key}": target
                 for name in PARTS

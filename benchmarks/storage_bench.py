@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sqlite3
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -44,12 +42,15 @@ from rich.table import Table
 from benchmarks._common import (
     Say,
     TurnLoop,
-    describe_machine,
+    announce_machine,
+    count_events,
     git_workspace,
-    machine,
+    load_average,
+    print_results,
     progress_printer,
-    scratch_dir,
-    table_console,
+    render_machine,
+    render_targets,
+    run_in_directory,
 )
 from benchmarks.noop_host import NoopHost
 from benchmarks.peers import LangGraphConversation, missing_peers
@@ -176,15 +177,6 @@ def workspace_usage(workspace: Path) -> tuple[int, int]:
     return apparent, allocated
 
 
-def event_rows(db: Path) -> int:
-    conn = sqlite3.connect(db)
-    try:
-        (n,) = conn.execute("SELECT COUNT(*) FROM events").fetchone()
-        return int(n)
-    finally:
-        conn.close()
-
-
 def mark_points(turns: int, marks: int) -> list[int]:
     return sorted({round(turns * k / marks) for k in range(marks + 1)})
 
@@ -254,7 +246,7 @@ def run_turnkeeper(work: Path, settings: Settings, say: Say) -> tuple[Growth, Gr
     theirs = mark_points(min(settings.langgraph_turns, settings.turns), settings.marks)
     points = sorted(set(own) | set(theirs))
     growth = Growth(name="turnkeeper", turns=settings.turns)
-    rows0 = event_rows(db)
+    rows0 = count_events(db)
     t0 = time.perf_counter()
     for point in points:
         while loop.turns < point:
@@ -272,7 +264,7 @@ def run_turnkeeper(work: Path, settings: Settings, say: Say) -> tuple[Growth, Gr
                 f"workspace .git+.turnkeeper {ws_disk / 2**20:,.2f} MiB on disk"
             )
     growth.seconds = time.perf_counter() - t0
-    growth.rows_per_turn = (event_rows(db) - rows0) / settings.turns
+    growth.rows_per_turn = (count_events(db) - rows0) / settings.turns
     loop.release()
     store.close()
     full = Growth(
@@ -324,9 +316,7 @@ def run_langgraph(
 
 def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
     def body(work: Path) -> Results:
-        info = machine(work)
-        say(f"working in {work} ({info['disk_filesystem']} on {info['disk_device']})")
-        say(f"machine: {describe_machine(info)}")
+        info = announce_machine(work, say)
         say(f"turnkeeper: one session, {settings.turns:,} turns ...")
         tk, same, messages = run_turnkeeper(work, settings, say)
         res = Results(
@@ -353,7 +343,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                 res.langgraph_delta = run_langgraph(
                     work, lg_turns, settings.marks, messages, True, say
                 )
-        res.machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        res.machine["loadavg_end"] = load_average()
         res.targets["turnkeeper_late_vs_early"] = {
             "target": f"<= {TARGET_LATE_VS_EARLY}x (constant bytes per turn)",
             "value": tk.sql_late_vs_early,
@@ -361,10 +351,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         }
         return res
 
-    if directory is not None:
-        return body(directory)
-    with scratch_dir("storage-bench-") as work:
-        return body(work)
+    return run_in_directory(directory, "storage-bench-", body)
 
 
 def _kib(n: float) -> str:
@@ -428,11 +415,8 @@ def render(res: Results, console: Console) -> None:
             )
     for name, why in res.skipped.items():
         console.print(f"[yellow]skipped {name}: {why}[/yellow]")
-    for name, target in res.targets.items():
-        mark = "[green]met[/green]" if target["met"] else "[red]missed[/red]"
-        console.print(f"target {name}: {target['target']}: {target['value']:.3f} {mark}")
-    console.print(f"machine: {describe_machine(res.machine)}")
-    console.print(f"load average at the end: {res.machine.get('loadavg_end')}")
+    render_targets(res.targets, console)
+    render_machine(res.machine, console)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -454,10 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.delta is not None:
         settings = replace(settings, delta=args.delta)
     res = run(settings, progress_printer(to_stderr=args.json))
-    if args.json:
-        sys.stdout.write(json.dumps(asdict(res), indent=2) + "\n")
-    else:
-        render(res, table_console())
+    print_results(res, args.json, render)
     return 0
 
 

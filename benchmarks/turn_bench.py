@@ -31,10 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,14 +46,15 @@ from benchmarks._common import (
     CommitCounter,
     Say,
     TurnLoop,
-    describe_machine,
+    announce_machine,
     git_workspace,
-    machine,
+    load_average,
+    print_results,
     profile_ops,
     progress_printer,
+    render_machine,
     render_profile,
-    scratch_dir,
-    table_console,
+    run_in_directory,
     timed,
 )
 from benchmarks.peers import (
@@ -335,9 +333,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
             skipped[LANGGRAPH] = missing["langgraph"]
         for name, why in skipped.items():
             say(f"[yellow]skipping {LABELS[name]}: {why}[/yellow]")
-        info = machine(work)
-        say(f"working in {work} ({info['disk_filesystem']} on {info['disk_device']})")
-        say(f"machine: {describe_machine(info)}")
+        info = announce_machine(work, say)
         say(
             f"1. latency: {settings.rounds} interleaved rounds x {settings.ops_per_round} ops "
             "per candidate"
@@ -368,14 +364,11 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                 f"{tp.commits_per_s:,.0f} commits/s, {tp.appends_per_commit:.2f} appends/commit, "
                 f"{tp.cpu_ms_per_turn:.1f} ms CPU/turn, {tp.cpu_cores_busy:.2f} cores busy"
             )
-        res.machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        res.machine["loadavg_end"] = load_average()
         res.targets = _targets(res)
         return res
 
-    if directory is not None:
-        return body(directory)
-    with scratch_dir("turn-bench-") as work:
-        return body(work)
+    return run_in_directory(directory, "turn-bench-", body)
 
 
 def _met(target: dict[str, Any] | None) -> str:
@@ -447,8 +440,7 @@ def render(res: Results, console: Console) -> None:
             _met(target),
         )
     console.print(table)
-    console.print(f"machine: {describe_machine(res.machine)}")
-    console.print(f"load average at the end: {res.machine.get('loadavg_end')}")
+    render_machine(res.machine, console)
     if res.profile:
         render_profile(res.profile, console, unit="turn")
 
@@ -468,10 +460,7 @@ def parse(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
 def main(argv: list[str] | None = None, runner: Callable[..., Results] = run) -> int:
     settings, args = parse(argv)
     res = runner(settings, progress_printer(to_stderr=args.json))
-    if args.json:
-        sys.stdout.write(json.dumps(asdict(res), indent=2) + "\n")
-    else:
-        render(res, table_console())
+    print_results(res, args.json, render)
     return 0
 
 
