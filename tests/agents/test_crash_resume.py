@@ -97,6 +97,17 @@ def assert_snapshot_binds_session_file(project: AgentProject) -> None:
     assert state.last_completed.snapshot.host_artifact_digest == digest
 
 
+def _session_file(project: AgentProject, handle: str) -> Path | None:
+    """The CLI's session file for ``handle`` once it exists with content, else None."""
+    state = project.session()
+    config = split_host_config(state.host_config)
+    if state.host_kind == "claude":
+        path = claude.session_artifact(config, handle, Path(state.workspace))
+    else:
+        path = codex.session_artifact(config, handle)
+    return path if path is not None and path.is_file() and path.stat().st_size > 0 else None
+
+
 def resumed_requests(kit: CliKit) -> list[str]:
     """Bodies of model calls for the t-a continuation: they carry the CLI's history."""
     return [
@@ -180,6 +191,11 @@ def test_cli_sigkilled_mid_stream_is_recovered_by_resuming_its_session(
     cli_pid = wait_for(the_cli, 30, "the CLI process")
     handle = project.session().host_session_handle
     assert handle is not None
+    # What this test is about: a CLI killed with a session file to resume from. Claude
+    # Code writes its transcript from a queue it flushes now and then; killed before the
+    # first flush it leaves nothing to resume, and each resume attempt then fails
+    # `protocol` ("session file ... is missing") until the session is crashed.
+    wait_for(lambda: _session_file(project, handle), 30, "the CLI's session file")
     os.kill(cli_pid, signal.SIGKILL)  # a CLI our control plane started for this test
 
     assert run.wait() == 0, run.output()
