@@ -206,3 +206,22 @@ def test_failed_repair_turn_does_not_displace_the_pending_recovery() -> None:
     assert h.s.consecutive_host_failures == 2
     _rejected(h, record(h, "r1"), FailedPrecondition, "turn_not_recoverable")
     assert isinstance(resolve_host_recovery(record(h, "t1"), h.s), ResolvedRecovery)
+
+
+def test_a_host_session_that_saved_nothing_is_continued_in_a_fresh_one() -> None:
+    """The runtime found the bound session's artifact missing and never recorded by a
+    completed turn: the continuation is a retry that does not resume, and the kernel
+    accepts exactly that turn (and binds the new handle it reports)."""
+    h = failed_session()
+    lost = ResolveHostRecovery(lease=h.token, record=record(h, "t1"), host_session_lost=True)
+    [resolved] = h.run(lost)
+    assert isinstance(resolved, RecoveryResolved)
+    nxt = resolved.resolution.next
+    assert (nxt.kind, nxt.attempt, nxt.resume_host_session) == ("retry", 2, False)
+    assert nxt.reconcile_note and "saved nothing" in nxt.reconcile_note
+    resuming = nxt.model_copy(update={"kind": "continuation", "resume_host_session": True})
+    with pytest.raises(FailedPrecondition, match="continued by its resolved recovery"):
+        accept(h, "t2", resuming)  # the old session may not be resumed instead
+    accept(h, "t2", nxt)
+    assert h.s.recovery is None and h.s.in_flight is not None
+    assert not h.s.in_flight.envelope.resume_host_session

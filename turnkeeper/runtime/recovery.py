@@ -51,6 +51,7 @@ from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.driver import TurnDriver
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.snapshots import artifact_path
 from turnkeeper.runtime.workspace import probe_workspace
 
 
@@ -63,6 +64,24 @@ def _probe_process(identity: ProcessIdentity) -> bool:
         pid=identity.pid, start_time=int(start_time), boot_id=boot_id, marker=identity.marker
     )
     return process_tree.is_alive(host_identity)
+
+
+def host_session_lost(session: SessionState) -> bool:
+    """Whether the bound host session left nothing to resume: its artifact (an agent
+    CLI's transcript) is not there and no completed turn ever recorded it — Claude Code
+    SIGKILLed before it first flushed its transcript. A missing artifact that a
+    completed turn did record is damage instead: crash detection and revert handle it.
+    Hosts without an artifact (subprocess, python) resume as before."""
+    handle = session.host_session_handle
+    if handle is None:
+        return False
+    workspace = Path(session.workspace)
+    path = artifact_path(session.host_kind, session.host_config, handle, workspace)
+    if path is None or path.exists():
+        return False
+    done = session.last_completed
+    recorded = done.snapshot.host_artifact_path if done is not None else None
+    return recorded is None or Path(recorded).resolve() != path.resolve()
 
 
 class SessionRecovery:
@@ -127,8 +146,12 @@ class SessionRecovery:
     def resolve_failed_turn(self, session_id: str, turn_id: str) -> None:
         """Resolve a failed turn's host recovery record, read back from the durable log."""
         record = self.failed_turn_record(session_id, turn_id)
+        lost = host_session_lost(self._sessions.load(session_id))
         self._sessions.execute(
-            session_id, ResolveHostRecovery(lease=self._token(session_id), record=record)
+            session_id,
+            ResolveHostRecovery(
+                lease=self._token(session_id), record=record, host_session_lost=lost
+            ),
         )
 
     # --- the lost-turn row of the table -------------------------------------------------

@@ -166,6 +166,11 @@ class ResolveHostRecovery(_Fenced):
 
     type: Literal["resolve_host_recovery"] = "resolve_host_recovery"
     record: dict[str, JsonValue] | str
+    # Probed by the runtime: the bound host session's artifact is missing and no
+    # completed turn ever recorded it, so there is nothing to resume (an agent CLI
+    # killed before it first saved its transcript). The continuation is then a retry
+    # in a fresh host session.
+    host_session_lost: bool = False
 
 
 class AbandonTurn(_Fenced):

@@ -80,7 +80,9 @@ def _release(state: SessionState, command: cmd.ReleaseLease, now: datetime) -> l
 def _resolve(
     state: SessionState, command: cmd.ResolveHostRecovery, now: datetime
 ) -> list[SessionEvent]:
-    resolution = resolve_host_recovery(command.record, state)
+    resolution = resolve_host_recovery(
+        command.record, state, host_session_lost=command.host_session_lost
+    )
     return [
         ev.RecoveryResolved(turn_id=resolution.skip_host_for_turn, resolution=resolution, at=now)
     ]

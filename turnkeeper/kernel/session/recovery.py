@@ -89,8 +89,14 @@ def _mismatch(field: str, expected: object, actual: object) -> FailedPreconditio
     )
 
 
-def resolve_host_recovery(record_json: object, session: SessionState) -> ResolvedRecovery:
+def resolve_host_recovery(
+    record_json: object, session: SessionState, *, host_session_lost: bool = False
+) -> ResolvedRecovery:
     """Validate ``record_json`` (a dict or JSON text) and resolve it against ``session``.
+
+    ``host_session_lost``: the caller found that the bound host session left nothing
+    to resume (its artifact never existed at any completed turn and is not there now),
+    so the continuation starts a fresh host session instead of failing every resume.
 
     Raises ``InvalidArgument``/``FailedPrecondition`` with a distinct reason per failure;
     a caller that gets an error writes nothing.
@@ -126,23 +132,40 @@ def resolve_host_recovery(record_json: object, session: SessionState) -> Resolve
         "will not be run again. Inspect the workspace and the host session, reconcile any "
         "unfinished or half-applied work, then continue."
     )
-    return ResolvedRecovery(
-        skip_host_for_turn=pending.turn_id,
-        next=continuation_spec(session, pending.turn_id, pending.todo_id, pending.attempt, note),
+    if host_session_lost:
+        note += (
+            f" The host session {session.host_session_handle} saved nothing before it "
+            "ended, so this is a new host session: what the earlier attempt did is only "
+            "in the workspace."
+        )
+    next_turn = continuation_spec(
+        session,
+        pending.turn_id,
+        pending.todo_id,
+        pending.attempt,
+        note,
+        host_session_lost=host_session_lost,
     )
+    return ResolvedRecovery(skip_host_for_turn=pending.turn_id, next=next_turn)
 
 
 def continuation_spec(
-    session: SessionState, turn_id: str, todo_id: str | None, attempt: int, note: str
+    session: SessionState,
+    turn_id: str,
+    todo_id: str | None,
+    attempt: int,
+    note: str,
+    *,
+    host_session_lost: bool = False,
 ) -> NextTurn:
     """The turn that continues an interrupted one with the next attempt number.
 
     With a bound host session this is a ``continuation`` that resumes it, so the
-    agent keeps its context; without one there is nothing to resume and the same
-    work is a ``retry`` in a fresh host session. Either way the reconcile note tells
-    the agent not to replay the lost step blindly.
+    agent keeps its context; without one — or with one that left nothing to resume
+    (``host_session_lost``) — the same work is a ``retry`` in a fresh host session.
+    Either way the reconcile note tells the agent not to replay the lost step blindly.
     """
-    resumable = session.host_session_handle is not None
+    resumable = session.host_session_handle is not None and not host_session_lost
     target = f"todo {todo_id}" if todo_id else "the interrupted work"
     action = "Resume the host session and continue" if resumable else "Retry"
     return NextTurn(
