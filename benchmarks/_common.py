@@ -38,6 +38,13 @@ Say = Callable[[str], None]
 Result = TypeVar("Result")
 
 
+def add_columns(table: Table, first: str, *numbers: str) -> None:
+    """A result table's columns: a label, then figures aligned right."""
+    table.add_column(first)
+    for name in numbers:
+        table.add_column(name, justify="right")
+
+
 def table_console() -> Console:
     """Where the result tables go: stdout, wide enough for them when it is not a terminal."""
     return Console(width=None if sys.stdout.isatty() else 160)

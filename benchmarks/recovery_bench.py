@@ -52,6 +52,7 @@ from rich.table import Table
 
 from benchmarks._common import (
     Say,
+    add_columns,
     announce_machine,
     count_events,
     git_workspace,
@@ -179,16 +180,19 @@ def render(res: Results, console: Console) -> None:
         title=f"restart recovery, {res.settings['in_flight']} turns in flight (medians of "
         f"{res.settings['repeats']} restarts)"
     )
-    table.add_column("history")
-    table.add_column("sessions", justify="right")
-    table.add_column("db size", justify="right")
-    table.add_column("open store", justify="right")
-    table.add_column("list sessions", justify="right")
-    table.add_column("open -> all recovered", justify="right")
-    table.add_column("fastest", justify="right")
-    table.add_column("per session", justify="right")
-    table.add_column("vs smallest", justify="right")
-    table.add_column("fresh process", justify="right")
+    add_columns(
+        table,
+        "history",
+        "sessions",
+        "db size",
+        "open store",
+        "list sessions",
+        "open -> all recovered",
+        "fastest",
+        "per session",
+        "vs smallest",
+        "fresh process",
+    )
     base = res.tiers[0].median_recover_s if res.tiers else 1.0
     for t in res.tiers:
         table.add_row(

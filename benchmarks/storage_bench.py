@@ -42,6 +42,7 @@ from rich.table import Table
 from benchmarks._common import (
     Say,
     TurnLoop,
+    add_columns,
     announce_machine,
     count_events,
     git_workspace,
@@ -371,15 +372,18 @@ def _workspace(g: Growth) -> str:
 
 def render(res: Results, console: Console) -> None:
     table = Table(title="bytes stored per turn, first vs last tenth of the run")
-    table.add_column("system")
-    table.add_column("turns", justify="right")
-    table.add_column("early SQL B/turn", justify="right")
-    table.add_column("late SQL B/turn", justify="right")
-    table.add_column("late/early", justify="right")
-    table.add_column("early file B/turn", justify="right")
-    table.add_column("late file B/turn", justify="right")
-    table.add_column("workspace B/turn early / late (disk)", justify="right")
-    table.add_column("rows/turn", justify="right")
+    add_columns(
+        table,
+        "system",
+        "turns",
+        "early SQL B/turn",
+        "late SQL B/turn",
+        "late/early",
+        "early file B/turn",
+        "late file B/turn",
+        "workspace B/turn early / late (disk)",
+        "rows/turn",
+    )
     runs = [res.turnkeeper, res.turnkeeper_same_window, res.langgraph, res.langgraph_delta]
     for g in runs:
         if g is None or g.early is None or g.late is None:

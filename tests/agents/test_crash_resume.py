@@ -31,8 +31,7 @@ from tests.agents.conftest import (
 )
 from tests.agents.fakes import Rule, Shell, Stall, Text
 from tests.agents.project import AgentProject
-from turnkeeper.effects import split_host_config
-from turnkeeper.hosts import claude, codex
+from turnkeeper.runtime.snapshots import artifact_path
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -83,15 +82,17 @@ def assert_goal_done(project: AgentProject) -> None:
     assert_snapshot_binds_session_file(project)
 
 
+def _live_artifact(project: AgentProject, handle: str) -> Path | None:
+    """Where the session's CLI keeps ``handle``'s session file (the product's lookup)."""
+    state = project.session()
+    return artifact_path(state.host_kind, state.host_config, handle, Path(state.workspace))
+
+
 def assert_snapshot_binds_session_file(project: AgentProject) -> None:
     """The last completed turn's snapshot carries the digest of the CLI's session file."""
     state = project.session()
     assert state.last_completed is not None and state.host_session_handle is not None
-    config = split_host_config(state.host_config)
-    if state.host_kind == "claude":
-        path = claude.session_artifact(config, state.host_session_handle, Path(state.workspace))
-    else:
-        path = codex.session_artifact(config, state.host_session_handle)
+    path = _live_artifact(project, state.host_session_handle)
     assert path is not None and path.is_file()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert state.last_completed.snapshot.host_artifact_digest == digest
@@ -99,12 +100,7 @@ def assert_snapshot_binds_session_file(project: AgentProject) -> None:
 
 def _session_file(project: AgentProject, handle: str) -> Path | None:
     """The CLI's session file for ``handle`` once it exists with content, else None."""
-    state = project.session()
-    config = split_host_config(state.host_config)
-    if state.host_kind == "claude":
-        path = claude.session_artifact(config, handle, Path(state.workspace))
-    else:
-        path = codex.session_artifact(config, handle)
+    path = _live_artifact(project, handle)
     return path if path is not None and path.is_file() and path.stat().st_size > 0 else None
 
 

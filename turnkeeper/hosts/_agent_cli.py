@@ -50,7 +50,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,7 +62,12 @@ from turnkeeper.hosts.base import (
     HostStatus,
     TurnRequest,
 )
-from turnkeeper.hosts.subprocess_host import SubprocessHostConfig, SubprocessRun, spawn
+from turnkeeper.hosts.subprocess_host import (
+    SubprocessHostConfig,
+    SubprocessRun,
+    spawn,
+    validate_config,
+)
 
 #: The versions ``scripts/install_agent_clis.sh`` installs and the tests run against.
 CODEX_VERSION = "0.171.0"
@@ -119,6 +124,25 @@ class AgentCliConfig(BaseModel):
     max_summary_chars: int = Field(default=16000, ge=0)
     kill_stragglers: bool = True
     drain_seconds: float = Field(default=2.0, ge=0)
+
+
+ConfigT = TypeVar("ConfigT", bound=AgentCliConfig)
+
+
+class LayeredConfig(Generic[ConfigT]):
+    """An agent CLI host's configuration: what it was loaded with, checked at load (not
+    at the first turn), with a turn's own ``host_config`` layered on top."""
+
+    config_model: type[ConfigT]
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self._config = dict(config or {})
+        validate_config(self.config_model, self._config)
+
+    def config_for(self, request: TurnRequest | None = None) -> ConfigT:
+        layers = [self._config] + ([request.host_config] if request is not None else [])
+        cfg: ConfigT = validate_config(self.config_model, *layers)
+        return cfg
 
 
 def merged_env(cfg: AgentCliConfig, extra: Mapping[str, str | None]) -> dict[str, str]:

@@ -50,6 +50,7 @@ from turnkeeper.hosts._agent_cli import (
     AgentCliConfig,
     CliAdapter,
     Event,
+    LayeredConfig,
     SessionFiles,
     env_value,
     merged_env,
@@ -259,19 +260,11 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-class ClaudeHost:
+class ClaudeHost(LayeredConfig[ClaudeHostConfig]):
     """Host kind ``claude``; config: :class:`ClaudeHostConfig`."""
 
     kind = "claude"
-
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self._config = dict(config or {})
-        validate_config(ClaudeHostConfig, self._config)
-
-    def config_for(self, request: TurnRequest | None = None) -> ClaudeHostConfig:
-        layers = [self._config] + ([request.host_config] if request is not None else [])
-        cfg: ClaudeHostConfig = validate_config(ClaudeHostConfig, *layers)
-        return cfg
+    config_model = ClaudeHostConfig
 
     def session_artifact(self, handle: str, workspace: Path | None = None) -> Path | None:
         return _find_transcript(self.config_for(), handle, workspace)

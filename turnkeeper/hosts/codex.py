@@ -49,6 +49,7 @@ from turnkeeper.hosts._agent_cli import (
     AgentCliConfig,
     CliAdapter,
     Event,
+    LayeredConfig,
     SessionFiles,
     env_value,
     merged_env,
@@ -220,19 +221,11 @@ def _status(item: dict[str, Any]) -> dict[str, Any]:
     return {"status": item.get("status")} if "status" in item else {}
 
 
-class CodexHost:
+class CodexHost(LayeredConfig[CodexHostConfig]):
     """Host kind ``codex``; config: :class:`CodexHostConfig`."""
 
     kind = "codex"
-
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self._config = dict(config or {})
-        validate_config(CodexHostConfig, self._config)
-
-    def config_for(self, request: TurnRequest | None = None) -> CodexHostConfig:
-        layers = [self._config] + ([request.host_config] if request is not None else [])
-        cfg: CodexHostConfig = validate_config(CodexHostConfig, *layers)
-        return cfg
+    config_model = CodexHostConfig
 
     def session_artifact(self, handle: str) -> Path | None:
         return _find_rollout(self.config_for(), handle)

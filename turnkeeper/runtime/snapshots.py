@@ -230,12 +230,8 @@ def _capture(
 ) -> Snapshot:
     tree = _session_tree(workspace, session_id)
     parent = git_revision(workspace)
-    digest = sha256_file(artifact) if artifact is not None and artifact.is_file() else None
-    if last is not None:
-        previous = last[1]
-        was = (previous.tree, previous.parent, previous.artifact_digest, previous.artifact_path)
-        if was == (tree, parent, digest, str(artifact) if artifact is not None else None):
-            return previous  # only ignored or stat-only changes: the same snapshot
+    if last is not None and _unchanged(last[1], tree, parent, artifact):
+        return last[1]  # only ignored or stat-only changes: the same snapshot
     name = snapshot_name(ordinal, turn_id)
     message = f"turnkeeper snapshot\n\nsession: {session_id}\nturn: {turn_id}\n"
     args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
@@ -243,6 +239,7 @@ def _capture(
     ref = f"{REF_PREFIX}/{session_id}/{name}"
     git(workspace, "update-ref", ref, commit)
     copied: Path | None = None
+    digest: str | None = None
     if artifact is not None and artifact.is_file():
         target = copy_dir(workspace, session_id, name)
         target.mkdir(parents=True, exist_ok=True)
@@ -258,9 +255,19 @@ def _capture(
         tree=tree,
         artifact_path=str(artifact) if artifact is not None else None,
         artifact_copy=str(copied) if copied is not None else None,
-        artifact_digest=digest if copied is not None else None,
+        artifact_digest=digest,
         parent=parent,
     )
+
+
+def _unchanged(previous: Snapshot, tree: str, parent: str | None, artifact: Path | None) -> bool:
+    """Whether ``previous`` already holds this tree, parent and artifact. The artifact
+    (a rollout can be megabytes) is hashed only when everything else matches."""
+    path = str(artifact) if artifact is not None else None
+    if (previous.tree, previous.parent, previous.artifact_path) != (tree, parent, path):
+        return False
+    live = sha256_file(artifact) if artifact is not None and artifact.is_file() else None
+    return live == previous.artifact_digest
 
 
 def _session_tree(workspace: Path, session_id: str) -> str:
