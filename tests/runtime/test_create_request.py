@@ -53,7 +53,7 @@ def tk(project: Path) -> Invoke:
 
 
 def create_args(project: Path, request_id: str | None, workspace: str = "ws") -> list[str]:
-    args = ["session", "create", "g1", "--workspace", str(project / workspace)]
+    args = ["session", "create", "g1", "--workspace", str(project / workspace), "--no-snapshots"]
     return args if request_id is None else [*args, "--request-id", request_id]
 
 

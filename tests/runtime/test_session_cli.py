@@ -89,7 +89,7 @@ def _scripted_config(state_dir: Path, todo_title: str) -> str:
 
 def test_session_create_refuses_bad_input_and_writes_nothing(project: Path, tk: Invoke) -> None:
     _goal(tk, "g1", "work")
-    ws = ("--workspace", str(_workspace(project, "ws")))
+    ws = ("--workspace", str(_workspace(project, "ws")), "--no-snapshots")
     invalid, not_found = ErrorCode.INVALID_ARGUMENT, ErrorCode.NOT_FOUND
     cases: list[tuple[tuple[str, ...], ErrorCode, str]] = [
         (("nope", *ws), not_found, "goal_not_found"),
@@ -122,7 +122,7 @@ def test_session_create_refuses_bad_input_and_writes_nothing(project: Path, tk: 
 def test_session_show_list_and_unique_prefixes(project: Path, tk: Invoke) -> None:
     _goal(tk, "g1", "work")
     ws = str(_workspace(project, "ws"))
-    created = run_json(tk, "session", "create", "g1", "--workspace", ws)
+    created = run_json(tk, "session", "create", "g1", "--workspace", ws, "--no-snapshots")
     assert created.pop("request_id")  # the create's own answer names its request id
     sid = created["session_id"]
 
@@ -165,7 +165,8 @@ def test_a_stopped_session_is_left_alone_by_run(project: Path, tk: Invoke) -> No
         _goal(tk, name, f"{name} work")
         config = _scripted_config(project / f"{name}-host", f"{name} work")
         ws = str(_workspace(project, f"{name}-ws"))
-        args = ("session", "create", name, "--workspace", ws, "--host-config", config)
+        ws_args = ("--workspace", ws, "--no-snapshots")
+        args = ("session", "create", name, *ws_args, "--host-config", config)
         ids[name] = run_json(tk, *args)["session_id"]
 
     stopped = run_json(tk, "session", "stop", ids["stopped"][:8], "--reason", "not now")
@@ -199,7 +200,12 @@ def test_a_stopped_session_is_left_alone_by_run(project: Path, tk: Invoke) -> No
 
     # Naming the stopped session explicitly still runs no turn for it.
     _, named = _run(tk, "--session", ids["stopped"])
-    assert named == {"turns": 0, "failed_turns": 0, "stops": {ids["stopped"]: "session_suspended"}}
+    assert named == {
+        "turns": 0,
+        "failed_turns": 0,
+        "stops": {ids["stopped"]: "session_suspended"},
+        "reasons": {},
+    }
     assert not (project / "stopped-host" / "runs.jsonl").exists()
 
     status = run_json(tk, "status")
@@ -215,7 +221,7 @@ def test_a_stopped_session_is_left_alone_by_run(project: Path, tk: Invoke) -> No
 def test_recover_an_unknown_turn_is_not_found_and_writes_nothing(project: Path, tk: Invoke) -> None:
     _goal(tk, "g1", "work")
     ws = str(_workspace(project, "ws"))
-    sid = run_json(tk, "session", "create", "g1", "--workspace", ws)["session_id"]
+    sid = run_json(tk, "session", "create", "g1", "--workspace", ws, "--no-snapshots")["session_id"]
     not_found = ErrorCode.NOT_FOUND
     for turn in ("turn-0000000000000000", sid, "g1-t1", "g1"):
         # Not a turn: unknown, a session id, a todo id, a goal id.

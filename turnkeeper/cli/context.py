@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import socket
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -14,8 +12,10 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 
+from turnkeeper.cli.arguments import read_argument, refuse_undecodable
 from turnkeeper.cli.output import print_error
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
+from turnkeeper.kernel.limits import load_json
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.project import Project, find_project
 from turnkeeper.store import open_store
@@ -49,25 +49,30 @@ def goal_service() -> Iterator[GoalService]:
 
 
 def parse_json_arg(name: str, text: str) -> Any:
-    """A JSON option value; malformed text is INVALID_ARGUMENT before anything is written."""
-    if text == "-":
-        text = sys.stdin.read()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+    """A JSON option value, given inline, as ``@FILE`` or as ``-`` (stdin). Text that is
+    not JSON, nested too deeply, not UTF-8, or a file that is missing, a directory or too
+    large, is INVALID_ARGUMENT before anything is written."""
+    return load_json(read_argument(name, text), name)
+
+
+def parse_json_object(name: str, text: str) -> dict[str, Any]:
+    """:func:`parse_json_arg` for an option that must hold a JSON object."""
+    data = parse_json_arg(name, text)
+    if not isinstance(data, dict):
         raise InvalidArgument(
-            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            reason="malformed_json",
-            details={"option": name},
-        ) from exc
+            f"{name} must be a JSON object", reason="malformed_json", details={"option": name}
+        )
+    return data
 
 
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Map typed errors to their exit code; with ``--json`` print them as JSON too."""
+    """Map typed errors to their exit code; with ``--json`` print them as JSON too.
+    Arguments that are not UTF-8 are refused before the command runs."""
 
     @wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
+            refuse_undecodable(kwargs)
             return func(*args, **kwargs)
         except TurnkeeperError as error:
             print_error(error, as_json=bool(kwargs.get("as_json")))

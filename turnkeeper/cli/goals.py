@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import typer
 
+from turnkeeper.cli.arguments import CLAIM_LEASE_MAX_SECONDS, check_seconds
 from turnkeeper.cli.context import JsonOption, default_owner, goal_service, handles_errors
-from turnkeeper.cli.output import console, print_json
+from turnkeeper.cli.output import console, print_json, safe
 from turnkeeper.cli.render import render_goal, render_goal_list
 from turnkeeper.kernel.model import NoFollowUpReason
 from turnkeeper.kernel.proposals import (
@@ -22,6 +23,7 @@ from turnkeeper.kernel.proposals import (
     RenewClaim,
     SupersedeTodo,
     TodoSpec,
+    checked_input,
 )
 from turnkeeper.runtime.goals import Submitted, new_id, utc_now
 
@@ -30,6 +32,7 @@ todo_app = typer.Typer(help="Todos: units of work with claims and evidence.", no
 
 
 def _report(done: Submitted, as_json: bool, message: str) -> None:
+    """``message`` is Rich markup: the values it names must have gone through ``safe``."""
     if as_json:
         print_json({"events": done.events, "head_seq": done.head_seq})
     else:
@@ -43,21 +46,23 @@ def goal_add(
     objective: str = typer.Option("", help="What the goal is for."),
     criterion: list[str] = typer.Option([], "--criterion", "-c", help="An acceptance criterion."),
     vision_agent: list[str] = typer.Option([], help="An agent that must keep a vision checkpoint."),
-    goal_id: str = typer.Option("", "--id", help="Choose the id (default: generated)."),
+    goal_id: str | None = typer.Option(None, "--id", help="Choose the id (default: generated)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Create a goal."""
-    gid = goal_id or new_id("goal")
-    proposal = CreateGoal(
-        goal_id=gid,
-        title=title,
-        objective=objective,
-        criteria=[CriterionSpec(id=f"c{i + 1}", text=text) for i, text in enumerate(criterion)],
-        agents_requiring_vision=vision_agent,
-    )
+    # Only an absent --id is generated: an empty one is refused like any other bad id.
+    gid = new_id("goal") if goal_id is None else goal_id
+    with checked_input():
+        proposal = CreateGoal(
+            goal_id=gid,
+            title=title,
+            objective=objective,
+            criteria=[CriterionSpec(id=f"c{i + 1}", text=text) for i, text in enumerate(criterion)],
+            agents_requiring_vision=vision_agent,
+        )
     with goal_service() as goals:
         done = goals.create(proposal)
-    _report(done, as_json, f"created goal [bold]{gid}[/]")
+    _report(done, as_json, f"created goal [bold]{safe(gid)}[/]")
 
 
 @goal_app.command("show")
@@ -102,9 +107,11 @@ def goal_close(
     as_json: bool = JsonOption,
 ) -> None:
     """Close a goal; refused, naming each blocker, unless the terminal audit passes."""
+    with checked_input():
+        proposal = CloseGoal(reason=reason, summary=summary)
     with goal_service() as goals:
-        done = goals.submit(goal_id, CloseGoal(reason=reason, summary=summary))
-    _report(done, as_json, f"closed goal [bold]{goal_id}[/]")
+        done = goals.submit(goal_id, proposal)
+    _report(done, as_json, f"closed goal [bold]{safe(goal_id)}[/]")
 
 
 @todo_app.command("add")
@@ -116,21 +123,23 @@ def todo_add(
     requires_evidence: list[str] = typer.Option([], help="An evidence key needed to finish."),
     successor_required: bool = typer.Option(False, help="Finishing it needs a follow-up todo."),
     successor_of: str = typer.Option("", help="The todo this one follows up."),
-    todo_id: str = typer.Option("", "--id", help="Choose the id (default: generated)."),
+    todo_id: str | None = typer.Option(None, "--id", help="Choose the id (default: generated)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Add a todo to a goal."""
-    tid = todo_id or new_id("todo")
-    spec = TodoSpec(
-        todo_id=tid,
-        title=title,
-        depends_on=depends_on,
-        required_evidence=requires_evidence,
-        successor_required=successor_required,
-    )
+    tid = new_id("todo") if todo_id is None else todo_id
+    with checked_input():
+        spec = TodoSpec(
+            todo_id=tid,
+            title=title,
+            depends_on=depends_on,
+            required_evidence=requires_evidence,
+            successor_required=successor_required,
+        )
+        proposal = AddTodo(todo=spec, successor_of=successor_of or None)
     with goal_service() as goals:
-        done = goals.submit(goal_id, AddTodo(todo=spec, successor_of=successor_of or None))
-    _report(done, as_json, f"added todo [bold]{tid}[/]")
+        done = goals.submit(goal_id, proposal)
+    _report(done, as_json, f"added todo [bold]{safe(tid)}[/]")
 
 
 @todo_app.command("claim")
@@ -142,17 +151,20 @@ def todo_claim(
     as_json: bool = JsonOption,
 ) -> None:
     """Claim a todo under a lease; prints the claim's epoch for later writes."""
+    check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
     who = owner or default_owner()
     with goal_service() as goals:
         gid = goals.goal_of(todo_id, "todo")
         until = utc_now() + timedelta(seconds=lease)
-        done = goals.submit(gid, ClaimTodo(todo_id=todo_id, owner=who, lease_expires_at=until))
+        with checked_input():
+            proposal = ClaimTodo(todo_id=todo_id, owner=who, lease_expires_at=until)
+        done = goals.submit(gid, proposal)
     claim = done.state.todos[todo_id].claim
     epoch = claim.epoch if claim else 0
     if as_json:
         print_json({"todo_id": todo_id, "owner": who, "epoch": epoch, "events": done.events})
     else:
-        console.print(f"claimed [bold]{todo_id}[/] as {who}, epoch [bold]{epoch}[/]")
+        console.print(f"claimed [bold]{safe(todo_id)}[/] as {safe(who)}, epoch [bold]{epoch}[/]")
 
 
 @todo_app.command("renew")
@@ -165,12 +177,16 @@ def todo_renew(
     as_json: bool = JsonOption,
 ) -> None:
     """Extend your claim's lease."""
-    fence = Fence(owner=owner or default_owner(), epoch=epoch)
+    check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
+    with checked_input():
+        fence = Fence(owner=owner or default_owner(), epoch=epoch)
     with goal_service() as goals:
         gid = goals.goal_of(todo_id, "todo")
         until = utc_now() + timedelta(seconds=lease)
-        done = goals.submit(gid, RenewClaim(todo_id=todo_id, fence=fence, lease_expires_at=until))
-    _report(done, as_json, f"renewed {todo_id} until {until:%H:%M:%S}")
+        with checked_input():
+            proposal = RenewClaim(todo_id=todo_id, fence=fence, lease_expires_at=until)
+        done = goals.submit(gid, proposal)
+    _report(done, as_json, f"renewed {safe(todo_id)} until {until:%H:%M:%S}")
 
 
 @todo_app.command("release")
@@ -182,11 +198,13 @@ def todo_release(
     as_json: bool = JsonOption,
 ) -> None:
     """Give a claimed todo back."""
-    fence = Fence(owner=owner or default_owner(), epoch=epoch)
+    with checked_input():
+        proposal = ReleaseClaim(
+            todo_id=todo_id, fence=Fence(owner=owner or default_owner(), epoch=epoch)
+        )
     with goal_service() as goals:
-        gid = goals.goal_of(todo_id, "todo")
-        done = goals.submit(gid, ReleaseClaim(todo_id=todo_id, fence=fence))
-    _report(done, as_json, f"released {todo_id}")
+        done = goals.submit(goals.goal_of(todo_id, "todo"), proposal)
+    _report(done, as_json, f"released {safe(todo_id)}")
 
 
 @todo_app.command("done")
@@ -200,13 +218,14 @@ def todo_done(
     as_json: bool = JsonOption,
 ) -> None:
     """Finish a claimed todo; its required evidence must pass and be fresh."""
-    fence = Fence(owner=owner or default_owner(), epoch=epoch)
-    proposal = CompleteTodo(
-        todo_id=todo_id, fence=fence, evidence_ids=evidence, current_revision=revision or None
-    )
+    with checked_input():
+        fence = Fence(owner=owner or default_owner(), epoch=epoch)
+        proposal = CompleteTodo(
+            todo_id=todo_id, fence=fence, evidence_ids=evidence, current_revision=revision or None
+        )
     with goal_service() as goals:
         done = goals.submit(goals.goal_of(todo_id, "todo"), proposal)
-    _report(done, as_json, f"done: [bold]{todo_id}[/]")
+    _report(done, as_json, f"done: [bold]{safe(todo_id)}[/]")
 
 
 @todo_app.command("supersede")
@@ -220,11 +239,11 @@ def todo_supersede(
     as_json: bool = JsonOption,
 ) -> None:
     """Replace a todo, optionally by a successor."""
-    fence = Fence(owner=owner or default_owner(), epoch=epoch) if epoch else None
-    spec = TodoSpec(todo_id=new_id("todo"), title=successor) if successor else None
-    with goal_service() as goals:
-        gid = goals.goal_of(todo_id, "todo")
+    with checked_input():
+        fence = Fence(owner=owner or default_owner(), epoch=epoch) if epoch else None
+        spec = TodoSpec(todo_id=new_id("todo"), title=successor) if successor else None
         proposal = SupersedeTodo(todo_id=todo_id, reason=reason, fence=fence, successor=spec)
-        done = goals.submit(gid, proposal)
-    extra = f", successor [bold]{spec.todo_id}[/]" if spec else ""
-    _report(done, as_json, f"superseded {todo_id}{extra}")
+    with goal_service() as goals:
+        done = goals.submit(goals.goal_of(todo_id, "todo"), proposal)
+    extra = f", successor [bold]{safe(spec.todo_id)}[/]" if spec else ""
+    _report(done, as_json, f"superseded {safe(todo_id)}{extra}")

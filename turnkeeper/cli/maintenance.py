@@ -13,7 +13,7 @@ from turnkeeper.cli.context import (
     open_project_store,
     parse_json_arg,
 )
-from turnkeeper.cli.output import console, print_json
+from turnkeeper.cli.output import console, print_json, safe
 from turnkeeper.cli.render import (
     audit_counters,
     render_audit,
@@ -46,7 +46,7 @@ def init(
         )
     else:
         verb = "initialised" if created else "already initialised"
-        console.print(f"{verb} {project.state_dir}")
+        console.print(f"{verb} {safe(project.state_dir)}")
 
 
 @handles_errors
@@ -81,7 +81,7 @@ def status(as_json: bool = JsonOption) -> None:
         render_session_list(session_states)
         for state in session_states:
             if state.latest_recovery_report is not None and state.counters.turns_lost:
-                console.print(f"[bold]session {state.session_id[:8]}[/]")
+                console.print(f"[bold]session {safe(state.session_id[:8])}[/]")
                 render_recovery_report(state.latest_recovery_report)
 
 
@@ -131,7 +131,9 @@ def repair(as_json: bool = JsonOption) -> None:
 @handles_errors
 def propose(
     goal_id: str,
-    proposal: str = typer.Option(..., "--proposal", help="A kernel proposal as JSON ('-': stdin)."),
+    proposal: str = typer.Option(
+        ..., "--proposal", help="A kernel proposal as JSON ('-': stdin, @FILE: a file)."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Submit any kernel proposal as JSON (the full surface, for scripts and agents)."""

@@ -3,17 +3,54 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 
 from turnkeeper.errors import TurnkeeperError
 
-console = Console()
-err_console = Console(stderr=True)
+# No emoji codes: a title ``:warning:`` is shown as typed, like any other user text.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
+
+# Characters that act on a terminal instead of showing: C0 (escape sequences start with
+# ESC), DEL, C1, lone surrogates (undecodable bytes), the line and paragraph separators
+# and the bidirectional overrides and isolates, which reorder what follows them.
+_ACTS_ON_TERMINAL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_ACTS_ON_TERMINAL_BUT_LINES = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _shown(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible(value: object, *, lines: bool = False) -> str:
+    """``value`` as text whose control characters show as escapes (ESC as ``\\x1b``)
+    instead of acting on the terminal; ``lines`` keeps newlines and tabs."""
+    pattern = _ACTS_ON_TERMINAL_BUT_LINES if lines else _ACTS_ON_TERMINAL
+    return pattern.sub(_shown, str(value))
+
+
+def safe(value: object, *, lines: bool = False) -> str:
+    """A value that came from a user, an agent or the database, ready to go into Rich
+    markup: :func:`visible`, and its own markup (``[bold]``) escaped to print literally."""
+    return escape(visible(value, lines=lines))
 
 
 def to_jsonable(value: Any) -> Any:
@@ -39,6 +76,8 @@ def print_error(error: TurnkeeperError, *, as_json: bool) -> None:
     if as_json:
         print_json({"error": error.to_dict()})
         return
-    err_console.print(f"[bold red]{error.code.value}[/] ({error.reason}): {error.message}")
+    err_console.print(
+        f"[bold red]{error.code.value}[/] ({safe(error.reason)}): {safe(error.message)}"
+    )
     for key, val in error.details.items():
-        err_console.print(f"  [dim]{key}:[/] {val}")
+        err_console.print(f"  [dim]{safe(key)}:[/] {safe(val)}")

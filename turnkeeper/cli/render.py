@@ -7,7 +7,7 @@ from datetime import datetime
 
 from rich.table import Table
 
-from turnkeeper.cli.output import console
+from turnkeeper.cli.output import console, safe
 from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.store.records import EventRecord, RepairReport, VerifyReport
 
@@ -24,7 +24,7 @@ _STATUS_STYLE = {
 
 def _styled(value: str) -> str:
     style = _STATUS_STYLE.get(value, "white")
-    return f"[{style}]{value}[/]"
+    return f"[{style}]{safe(value)}[/]"
 
 
 def _when(moment: datetime | None) -> str:
@@ -33,67 +33,88 @@ def _when(moment: datetime | None) -> str:
 
 def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventRecord]) -> None:
     goal = state.goal
-    console.print(f"[bold]{goal.title}[/]  [dim]{goal.id}[/]  {_styled(goal.status.value)}")
+    # Every value below came from a user, an agent or the database: ``safe`` shows its
+    # control characters as escapes and its markup as typed.
+    console.print(
+        f"[bold]{safe(goal.title)}[/]  [dim]{safe(goal.id)}[/]  {_styled(goal.status.value)}"
+    )
     if goal.objective:
-        console.print(f"  {goal.objective}")
+        console.print(f"  {safe(goal.objective, lines=True)}")
     if goal.criteria:
         console.print("[bold]Acceptance[/]")
         for criterion in goal.criteria:
             mark = "[green]✓[/]" if criterion.met else "[yellow]·[/]"
-            console.print(f"  {mark} {criterion.text} [dim]{criterion.id}[/]")
+            console.print(f"  {mark} {safe(criterion.text)} [dim]{safe(criterion.id)}[/]")
     if state.todos:
         table = Table("todo", "title", "status", "claim", "needs evidence", title="Todos")
         for todo in state.todos.values():
             claim = (
-                f"{todo.claim.owner} e{todo.claim.epoch} until {_when(todo.claim.lease_expires_at)}"
+                f"{safe(todo.claim.owner)} e{todo.claim.epoch} "
+                f"until {_when(todo.claim.lease_expires_at)}"
                 if todo.claim
                 else "-"
             )
             table.add_row(
-                todo.id,
-                todo.title,
+                safe(todo.id),
+                safe(todo.title),
                 _styled(todo.status.value),
                 claim,
-                ", ".join(todo.required_evidence) or "-",
+                safe(", ".join(todo.required_evidence)) or "-",
             )
         console.print(table)
     if state.gates:
         table = Table("gate", "title", "blocking", "status", "resolution", title="Gates")
         for gate in state.gates.values():
             resolution = (
-                f"{gate.resolution.decision} by {gate.resolution.by}" if gate.resolution else "-"
+                f"{safe(gate.resolution.decision)} by {safe(gate.resolution.by)}"
+                if gate.resolution
+                else "-"
             )
             table.add_row(
-                gate.id, gate.title, str(gate.blocking), _styled(gate.status.value), resolution
+                safe(gate.id),
+                safe(gate.title),
+                str(gate.blocking),
+                _styled(gate.status.value),
+                resolution,
             )
         console.print(table)
     if state.monitors:
         table = Table("monitor", "target", "next due", "last readback", "streak", title="Monitors")
         for mon in state.monitors.values():
             last = (
-                f"{mon.last_readback.value!r} at {_when(mon.last_readback.at)}"
+                f"{safe(repr(mon.last_readback.value))} at {_when(mon.last_readback.at)}"
                 if mon.last_readback
                 else "-"
             )
-            table.add_row(mon.id, mon.target, _when(mon.next_due), last, str(mon.no_change_streak))
+            table.add_row(
+                safe(mon.id), safe(mon.target), _when(mon.next_due), last, str(mon.no_change_streak)
+            )
         console.print(table)
     if state.evidence:
         table = Table("evidence", "key", "exit", "revision", "recorded", title="Evidence")
         for ev in state.evidence.values():
             table.add_row(
-                ev.id, ev.key, str(ev.exit_code), (ev.revision or "-")[:12], _when(ev.recorded_at)
+                safe(ev.id),
+                safe(ev.key),
+                str(ev.exit_code),
+                safe((ev.revision or "-")[:12]),
+                _when(ev.recorded_at),
             )
         console.print(table)
     obligations = state.open_obligations()
     if obligations:
         console.print("[bold]Open replan obligations[/]")
         for ob in obligations:
-            console.print(f"  [red]![/] {ob.trigger.value}: {ob.detail} [dim]{ob.id}[/]")
+            console.print(
+                f"  [red]![/] {ob.trigger.value}: {safe(ob.detail)} [dim]{safe(ob.id)}[/]"
+            )
     render_audit(audit)
     if history:
         console.print(f"[bold]History[/] (last {len(history)} events)")
         for record in history:
-            console.print(f"  [dim]#{record.seq:<4} {_when(record.recorded_at)}[/] {record.type}")
+            console.print(
+                f"  [dim]#{record.seq:<4} {_when(record.recorded_at)}[/] {safe(record.type)}"
+            )
 
 
 def audit_counters(audit: TerminalAudit) -> dict[str, int]:
@@ -110,7 +131,9 @@ def render_audit(audit: TerminalAudit) -> None:
         table.add_row(name, f"[red]{value}[/]" if value else "0")
     console.print(table)
     for blocker in audit.blockers:
-        console.print(f"  [red]blocker[/] {blocker.kind.value} {blocker.subject}: {blocker.text}")
+        console.print(
+            f"  [red]blocker[/] {blocker.kind.value} {safe(blocker.subject)}: {safe(blocker.text)}"
+        )
 
 
 def render_goal_list(goals: Sequence[tuple[GoalState, TerminalAudit]]) -> None:
@@ -118,8 +141,8 @@ def render_goal_list(goals: Sequence[tuple[GoalState, TerminalAudit]]) -> None:
     for state, audit in goals:
         open_count = audit.open_todos
         table.add_row(
-            state.goal.id,
-            state.goal.title,
+            safe(state.goal.id),
+            safe(state.goal.title),
             _styled(state.goal.status.value),
             f"{open_count}/{len(state.todos)}",
             str(len(audit.blockers)),
@@ -136,13 +159,15 @@ def render_verify(report: VerifyReport) -> None:
         return
     table = Table("stream", "kind", "seq", "detail", title="Mismatches")
     for m in report.mismatches:
-        table.add_row(m.stream_id, m.kind.value, str(m.seq or "-"), m.detail)
+        table.add_row(safe(m.stream_id), m.kind.value, str(m.seq or "-"), safe(m.detail))
     console.print(table)
 
 
 def render_repair(report: RepairReport) -> None:
     for stream in report.repaired:
-        console.print(f"[green]rebuilt[/] projection of {stream}")
+        console.print(f"[green]rebuilt[/] projection of {safe(stream)}")
     for m in report.unrepairable:
-        console.print(f"[red]cannot repair[/] {m.stream_id}#{m.seq}: {m.kind.value}: {m.detail}")
+        console.print(
+            f"[red]cannot repair[/] {safe(m.stream_id)}#{m.seq}: {m.kind.value}: {safe(m.detail)}"
+        )
     render_verify(report.after)

@@ -10,8 +10,15 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from turnkeeper.cli.context import JsonOption, goal_service, handles_errors, parse_json_arg
-from turnkeeper.cli.output import console, print_json
+from turnkeeper.cli.arguments import COMMAND_TIMEOUT_MAX_SECONDS, check_seconds
+from turnkeeper.cli.context import (
+    JsonOption,
+    goal_service,
+    handles_errors,
+    parse_json_arg,
+    parse_json_object,
+)
+from turnkeeper.cli.output import console, print_json, safe, visible
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.kernel.proposals import (
     AddMonitor,
@@ -19,6 +26,7 @@ from turnkeeper.kernel.proposals import (
     RecordEvidence,
     RecordReadback,
     ResolveGate,
+    checked_input,
 )
 from turnkeeper.runtime.goals import new_id
 from turnkeeper.runtime.workspace import git_revision
@@ -43,13 +51,14 @@ def gate_open(
 ) -> None:
     """Open a gate on a goal."""
     gid = new_id("gate")
-    proposal = OpenGate(gate_id=gid, title=title, blocking=not non_blocking, scope=scope)
+    with checked_input():
+        proposal = OpenGate(gate_id=gid, title=title, blocking=not non_blocking, scope=scope)
     with goal_service() as goals:
         done = goals.submit(goal_id, proposal)
     if as_json:
         print_json({"gate_id": gid, "events": done.events})
     else:
-        console.print(f"opened gate [bold]{gid}[/]")
+        console.print(f"opened gate [bold]{safe(gid)}[/]")
 
 
 @gate_app.command("resolve")
@@ -58,20 +67,21 @@ def gate_resolve(
     gate_id: str,
     decision: str = typer.Option(..., help="approved, rejected, or your own word."),
     by: str = typer.Option(..., help="Who decided."),
-    payload: str = typer.Option("{}", help="The decision's details as a JSON object ('-': stdin)."),
+    payload: str = typer.Option(
+        "{}", help="The decision's details as a JSON object ('-': stdin, @FILE: a file)."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Resolve an open gate."""
-    data = parse_json_arg("--payload", payload)
-    if not isinstance(data, dict):
-        raise InvalidArgument("--payload must be a JSON object", reason="malformed_json")
-    with goal_service() as goals:
+    data = parse_json_object("--payload", payload)
+    with checked_input():
         proposal = ResolveGate(gate_id=gate_id, by=by, decision=decision, payload=data)
+    with goal_service() as goals:
         done = goals.submit(goals.goal_of(gate_id, "gate"), proposal)
     if as_json:
         print_json({"gate_id": gate_id, "events": done.events})
     else:
-        console.print(f"resolved gate [bold]{gate_id}[/]: {decision}")
+        console.print(f"resolved gate [bold]{safe(gate_id)}[/]: {safe(decision)}")
 
 
 @monitor_app.command("add")
@@ -87,34 +97,37 @@ def monitor_add(
 ) -> None:
     """Watch an external fact."""
     mid = new_id("mon")
-    proposal = AddMonitor(
-        monitor_id=mid,
-        target=target,
-        cadence_seconds=cadence,
-        stall_limit=stall_limit,
-        required=required,
-        freshness_seconds=freshness or None,
-    )
+    with checked_input():
+        proposal = AddMonitor(
+            monitor_id=mid,
+            target=target,
+            cadence_seconds=cadence,
+            stall_limit=stall_limit,
+            required=required,
+            freshness_seconds=freshness or None,
+        )
     with goal_service() as goals:
         done = goals.submit(goal_id, proposal)
     if as_json:
         print_json({"monitor_id": mid, "events": done.events})
     else:
-        console.print(f"added monitor [bold]{mid}[/] on {target}")
+        console.print(f"added monitor [bold]{safe(mid)}[/] on {safe(target)}")
 
 
 @monitor_app.command("readback")
 @handles_errors
 def monitor_readback(
     monitor_id: str,
-    value: str = typer.Option(..., help="The observed value as JSON ('-': stdin)."),
+    value: str = typer.Option(..., help="The observed value as JSON ('-': stdin, @FILE: a file)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Record what the monitored fact reads now."""
     data = parse_json_arg("--value", value)
+    with checked_input():
+        proposal = RecordReadback(monitor_id=monitor_id, value=data)
     with goal_service() as goals:
         gid = goals.goal_of(monitor_id, "monitor")
-        done = goals.submit(gid, RecordReadback(monitor_id=monitor_id, value=data))
+        done = goals.submit(gid, proposal)
     monitor = done.state.monitors[monitor_id]
     if as_json:
         print_json({"monitor": monitor, "events": done.events})
@@ -141,9 +154,21 @@ def evidence_record(
     argv = list(ctx.args)
     if not argv:
         raise InvalidArgument("give the command after --", reason="missing_command")
+    check_seconds("--timeout", timeout, COMMAND_TIMEOUT_MAX_SECONDS)
     cwd = Path.cwd()
     revision = git_revision(cwd)
-    with console.status(f"running {shlex.join(argv)}", spinner="dots"):
+    eid = new_id("ev")
+    # Checked before the command runs: what would be refused after it must not run it.
+    with checked_input():
+        draft = RecordEvidence(
+            evidence_id=eid,
+            command=shlex.join(argv),
+            key=key or None,
+            revision=revision,
+            exit_code=0,
+            freshness_seconds=freshness,
+        )
+    with console.status(f"running {safe(draft.command)}", spinner="dots"):
         try:
             proc = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=timeout, check=False)
             exit_code, output = proc.returncode, proc.stdout + proc.stderr
@@ -153,15 +178,8 @@ def evidence_record(
             ) from exc
         except subprocess.TimeoutExpired as exc:
             exit_code, output = 124, (exc.stdout or b"") + (exc.stderr or b"")
-    eid = new_id("ev")
-    proposal = RecordEvidence(
-        evidence_id=eid,
-        command=shlex.join(argv),
-        key=key or None,
-        revision=revision,
-        exit_code=exit_code,
-        output_digest=hashlib.sha256(output).hexdigest(),
-        freshness_seconds=freshness,
+    proposal = draft.model_copy(
+        update={"exit_code": exit_code, "output_digest": hashlib.sha256(output).hexdigest()}
     )
     with goal_service() as goals:
         done = goals.submit(goal_id, proposal)
@@ -170,9 +188,9 @@ def evidence_record(
         return
     style = "green" if exit_code == 0 else "red"
     tail = output.decode(errors="replace").strip().splitlines()[-5:]
-    for line in tail:
-        console.print(Text(f"  {line}", style="dim"))
+    for line in tail:  # the command's own output: its escape sequences shown, not run
+        console.print(Text(f"  {visible(line)}", style="dim"))
     console.print(
-        f"recorded evidence [bold]{eid}[/]: exit [{style}]{exit_code}[/] "
-        f"at revision {(revision or 'none')[:12]}"
+        f"recorded evidence [bold]{safe(eid)}[/]: exit [{style}]{exit_code}[/] "
+        f"at revision {safe((revision or 'none')[:12])}"
     )

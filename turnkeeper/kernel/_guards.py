@@ -26,6 +26,9 @@ _T = TypeVar("_T")
 
 
 def require_text(field: str, value: str) -> None:
+    """The one check for emptiness: the limits' types (kernel/limits.py) bound a value's
+    length and characters but let an empty one through, so an empty or blank value gets
+    this reason (``empty_text``) whichever way its proposal was made."""
     if not value.strip():
         raise InvalidArgument(
             f"{field} must not be empty", reason="empty_text", details={"field": field}

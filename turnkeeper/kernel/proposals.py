@@ -1,10 +1,12 @@
 """Proposals: what a caller asks the kernel to do to a goal.
 
 A proposal is a request, not a fact. :func:`turnkeeper.kernel.decide` either
-turns it into events or raises a typed error. Proposal models check only types;
-the values (empty text, negative cadence, unknown ids, ...) are checked by
-``decide`` so every rejection carries a stable ``reason`` from
-:mod:`turnkeeper.errors`.
+turns it into events or raises a typed error. Proposal models check types and the
+limits of :mod:`turnkeeper.kernel.limits` (how long a field may be, which characters
+it may hold); the other values (empty text, negative cadence, unknown ids, ...) are
+checked by ``decide``. Either way a rejection carries a stable ``reason`` from
+:mod:`turnkeeper.errors` (a limit's through :func:`parse_proposal` or
+:func:`checked_input`).
 
 Ids of new entities come in the proposal: the shell generates them, the kernel
 has no randomness. Proposals that may carry an observable replan delta have a
@@ -13,34 +15,49 @@ has no randomness. Proposals that may carry an observable replan delta have a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from turnkeeper.errors import InvalidArgument
+from turnkeeper.kernel.limits import (
+    Duration,
+    Id,
+    IdRef,
+    Json,
+    JsonObject,
+    Text,
+    Title,
+    invalid_argument,
+    json_problem,
+    load_json,
+)
 from turnkeeper.kernel.model import KernelModel, NoFollowUpReason, VisionStatus
 
 
 class CriterionSpec(KernelModel):
-    id: str
-    text: str
+    id: Id
+    text: Text
 
 
 class TodoSpec(KernelModel):
     """A new todo's definition, used by :class:`AddTodo` and as a successor."""
 
-    todo_id: str
-    title: str
-    depends_on: list[str] = Field(default_factory=list)
-    required_evidence: list[str] = Field(default_factory=list)
+    todo_id: Id
+    title: Title
+    depends_on: list[IdRef] = Field(default_factory=list)
+    # Evidence keys: a key defaults to its command's text, so a key is a title, not an id.
+    required_evidence: list[Title] = Field(default_factory=list)
     successor_required: bool = False
 
 
 class Fence(KernelModel):
     """The claim a proposal acts under: a mismatch means the caller's claim is stale."""
 
-    owner: str
+    owner: IdRef
     epoch: int
 
 
@@ -49,11 +66,11 @@ class Fence(KernelModel):
 
 class CreateGoal(KernelModel):
     kind: Literal["create_goal"] = "create_goal"
-    goal_id: str
-    title: str
-    objective: str = ""
+    goal_id: Id
+    title: Title
+    objective: Text = ""
     criteria: list[CriterionSpec] = Field(default_factory=list)
-    agents_requiring_vision: list[str] = Field(default_factory=list)
+    agents_requiring_vision: list[Id] = Field(default_factory=list)
 
 
 class UpdateAcceptance(KernelModel):
@@ -63,24 +80,24 @@ class UpdateAcceptance(KernelModel):
     mode: Literal["add", "replace"] = "add"
     criteria: list[CriterionSpec]
     # None keeps the current list of agents that must keep a vision checkpoint.
-    agents_requiring_vision: list[str] | None = None
-    discharges: list[str] = Field(default_factory=list)
+    agents_requiring_vision: list[Id] | None = None
+    discharges: list[IdRef] = Field(default_factory=list)
 
 
 class SatisfyCriterion(KernelModel):
     kind: Literal["satisfy_criterion"] = "satisfy_criterion"
-    criterion_id: str
-    evidence_ids: list[str]
-    current_revision: str | None = None
+    criterion_id: IdRef
+    evidence_ids: list[IdRef]
+    current_revision: Id | None = None
 
 
 class RecordVisionCheckpoint(KernelModel):
     kind: Literal["record_vision_checkpoint"] = "record_vision_checkpoint"
-    agent: str
+    agent: IdRef
     status: VisionStatus
-    reason: str = ""
-    vision_text: str | None = None
-    discharges: list[str] = Field(default_factory=list)
+    reason: Text = ""
+    vision_text: Text | None = None
+    discharges: list[IdRef] = Field(default_factory=list)
 
 
 # --- todos --------------------------------------------------------------------
@@ -90,60 +107,60 @@ class AddTodo(KernelModel):
     kind: Literal["add_todo"] = "add_todo"
     todo: TodoSpec
     # Makes the new todo a successor of this one (links both ways).
-    successor_of: str | None = None
-    discharges: list[str] = Field(default_factory=list)
+    successor_of: IdRef | None = None
+    discharges: list[IdRef] = Field(default_factory=list)
 
 
 class ClaimTodo(KernelModel):
     kind: Literal["claim_todo"] = "claim_todo"
-    todo_id: str
-    owner: str
+    todo_id: IdRef
+    owner: Id
     lease_expires_at: datetime
 
 
 class RenewClaim(KernelModel):
     kind: Literal["renew_claim"] = "renew_claim"
-    todo_id: str
+    todo_id: IdRef
     fence: Fence
     lease_expires_at: datetime
 
 
 class ReleaseClaim(KernelModel):
     kind: Literal["release_claim"] = "release_claim"
-    todo_id: str
+    todo_id: IdRef
     fence: Fence
 
 
 class CompleteTodo(KernelModel):
     kind: Literal["complete_todo"] = "complete_todo"
-    todo_id: str
+    todo_id: IdRef
     fence: Fence
-    evidence_ids: list[str] = Field(default_factory=list)
+    evidence_ids: list[IdRef] = Field(default_factory=list)
     # When given, every evidence record used must have run on this revision.
-    current_revision: str | None = None
+    current_revision: Id | None = None
 
 
 class SupersedeTodo(KernelModel):
     kind: Literal["supersede_todo"] = "supersede_todo"
-    todo_id: str
-    reason: str
+    todo_id: IdRef
+    reason: Text
     # Required only when the todo is claimed.
     fence: Fence | None = None
     successor: TodoSpec | None = None
-    discharges: list[str] = Field(default_factory=list)
+    discharges: list[IdRef] = Field(default_factory=list)
 
 
 class BlockTodo(KernelModel):
     kind: Literal["block_todo"] = "block_todo"
-    todo_id: str
-    reason: str
+    todo_id: IdRef
+    reason: Text
     # Required only when the todo is claimed: only the holder may block it.
     fence: Fence | None = None
 
 
 class UnblockTodo(KernelModel):
     kind: Literal["unblock_todo"] = "unblock_todo"
-    todo_id: str
+    todo_id: IdRef
 
 
 # --- gates, monitors, evidence ------------------------------------------------
@@ -151,57 +168,57 @@ class UnblockTodo(KernelModel):
 
 class OpenGate(KernelModel):
     kind: Literal["open_gate"] = "open_gate"
-    gate_id: str
-    title: str
+    gate_id: Id
+    title: Title
     blocking: bool = True
-    scope: list[str] = Field(default_factory=list)
+    scope: list[IdRef] = Field(default_factory=list)
 
 
 class ResolveGate(KernelModel):
     kind: Literal["resolve_gate"] = "resolve_gate"
-    gate_id: str
-    by: str
-    decision: str
-    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    gate_id: IdRef
+    by: Title
+    decision: Title
+    payload: JsonObject = Field(default_factory=dict)
 
 
 class AddMonitor(KernelModel):
     kind: Literal["add_monitor"] = "add_monitor"
-    monitor_id: str
-    target: str
-    cadence_seconds: int
+    monitor_id: Id
+    target: Title
+    cadence_seconds: Duration
     stall_limit: int = 3
     required: bool = False
     # Required when ``required``: how old the last readback may be at closure.
-    freshness_seconds: int | None = None
+    freshness_seconds: Duration | None = None
 
 
 class RecordReadback(KernelModel):
     kind: Literal["record_readback"] = "record_readback"
-    monitor_id: str
-    value: JsonValue
+    monitor_id: IdRef
+    value: Json
     # When the provider observed the value; defaults to ``now``.
     at: datetime | None = None
 
 
 class RetireMonitor(KernelModel):
     kind: Literal["retire_monitor"] = "retire_monitor"
-    monitor_id: str
-    reason: str
+    monitor_id: IdRef
+    reason: Text
 
 
 class RecordEvidence(KernelModel):
     kind: Literal["record_evidence"] = "record_evidence"
-    evidence_id: str
-    command: str
+    evidence_id: Id
+    command: Text
     # Defaults to the command text.
-    key: str | None = None
-    revision: str | None = None
+    key: Title | None = None
+    revision: Id | None = None
     exit_code: int
-    output_digest: str = ""
+    output_digest: Id = ""
     # When the command ran; defaults to ``now``.
     recorded_at: datetime | None = None
-    freshness_seconds: int
+    freshness_seconds: Duration
 
 
 # --- replan and closure -------------------------------------------------------
@@ -213,27 +230,40 @@ class Reassess(KernelModel):
     kind: Literal["reassess"] = "reassess"
 
 
+class ReportNoProgress(KernelModel):
+    """A session made no progress for ``turns`` turns in a row: raise a replan
+    obligation for it (seed 001: rounds of surface progress need a replan).
+
+    ``fingerprint`` names the streak (its first idle turn), so a report repeated for
+    the same streak raises nothing, and a new streak raises a new obligation."""
+
+    kind: Literal["report_no_progress"] = "report_no_progress"
+    session_id: Id
+    fingerprint: Id
+    turns: int
+
+
 class RecordNoFollowUp(KernelModel):
     kind: Literal["record_no_follow_up"] = "record_no_follow_up"
     reason: NoFollowUpReason
-    summary: str
-    discharges: list[str]
+    summary: Text
+    discharges: list[IdRef]
 
 
 class Note(KernelModel):
     """Free text for the record. Never an observable delta: it cannot discharge."""
 
     kind: Literal["note"] = "note"
-    author: str
-    text: str
+    author: Title
+    text: Text
     # Accepted only to reject it with ``replan_requires_delta`` when non-empty.
-    discharges: list[str] = Field(default_factory=list)
+    discharges: list[IdRef] = Field(default_factory=list)
 
 
 class CloseGoal(KernelModel):
     kind: Literal["close_goal"] = "close_goal"
     reason: NoFollowUpReason
-    summary: str
+    summary: Text
 
 
 GoalProposal = Annotated[
@@ -256,6 +286,7 @@ GoalProposal = Annotated[
     | RetireMonitor
     | RecordEvidence
     | Reassess
+    | ReportNoProgress
     | RecordNoFollowUp
     | Note
     | CloseGoal,
@@ -266,14 +297,43 @@ GOAL_PROPOSAL_ADAPTER: TypeAdapter[GoalProposal] = TypeAdapter(GoalProposal)
 
 
 def parse_proposal(data: str | bytes | dict[str, Any]) -> GoalProposal:
-    """Parse a proposal from JSON text or a dict; malformed input is InvalidArgument."""
+    """Parse a proposal from JSON text or a dict; malformed input is ``INVALID_ARGUMENT``:
+    ``malformed_json`` for text that is not JSON within the limits, a limit's own reason
+    (``not_utf8``, ``text_too_long``, ``control_characters``, ``invalid_id``,
+    ``out_of_range``) with ``details.field`` for a field it refuses, else
+    ``malformed_proposal``."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode()
+        except UnicodeDecodeError:
+            raise InvalidArgument(
+                "the proposal is not valid UTF-8 text", reason="not_utf8", details={"field": ""}
+            ) from None
+    if isinstance(data, str):
+        data = load_json(data, "proposal")
+    else:
+        found = json_problem(data)
+        if found is not None:
+            reason, message, where = found
+            field = ".".join(str(p) for p in where)
+            raise InvalidArgument(
+                f"{field or 'the proposal'} {message}",
+                reason=reason,
+                details={"field": field},
+            )
     try:
-        if isinstance(data, dict):
-            return GOAL_PROPOSAL_ADAPTER.validate_python(data)
-        return GOAL_PROPOSAL_ADAPTER.validate_json(data)
+        return GOAL_PROPOSAL_ADAPTER.validate_python(data)
     except ValidationError as exc:
-        raise InvalidArgument(
-            "malformed proposal",
-            reason="malformed_proposal",
-            details={"errors": exc.errors(include_url=False, include_context=False)},
-        ) from exc
+        # The first element of every location is the union's tag (the proposal kind).
+        raise invalid_argument(exc, "proposal", "malformed_proposal", skip_loc=1) from None
+
+
+@contextmanager
+def checked_input() -> Iterator[None]:
+    """Build proposals from a caller's values inside this block: a field the limits
+    refuse is ``INVALID_ARGUMENT`` with the same reason and ``details.field`` as from
+    :func:`parse_proposal`, never a bare validation error."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise invalid_argument(exc, "proposal", "malformed_proposal") from None

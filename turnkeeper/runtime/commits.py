@@ -118,6 +118,7 @@ class TurnCommits:
                     turn_id=envelope.turn_id,
                     accepted=tuple(note.result.accepted),
                     rejected=tuple(note.result.rejected),
+                    progress=note.result.progress,
                 )
             )
             if snap is not None:
@@ -168,6 +169,11 @@ class TurnCommits:
         if state is None:
             raise NotFound(f"session {sid!r} not found", reason="session_not_found")
         workspace = Path(state.workspace)
+        base = SnapshotRef(kernel_seq=0, workspace_revision=None, host_artifact_digest=None)
+        if not state.snapshots:
+            # Created with snapshots off (``session create --no-snapshots``): the turn
+            # completes with a reference that holds no snapshot, and a revert is refused.
+            return base.model_copy(update={"workspace_revision": git_revision(workspace)})
         in_flight = state.in_flight
         handle = (in_flight.host_session_handle if in_flight else None) or (
             state.host_session_handle
@@ -175,7 +181,6 @@ class TurnCommits:
         artifact = artifact_path(
             state.host_kind, state.host_config, handle, workspace, reported_artifact
         )
-        base = SnapshotRef(kernel_seq=0, workspace_revision=None, host_artifact_digest=None)
         try:
             snap = capture(
                 workspace,

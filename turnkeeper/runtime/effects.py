@@ -46,6 +46,7 @@ from turnkeeper.effects import (
     load_provider,
 )
 from turnkeeper.errors import AlreadyExists, TurnkeeperError
+from turnkeeper.kernel.limits import fit_title
 from turnkeeper.kernel.proposals import OpenGate
 from turnkeeper.kernel.session import (
     EffectReadback,
@@ -253,6 +254,8 @@ class EffectRunner:
             f"Effect {item.effect_id} ({item.provider}) of turn {turn_id} is indeterminate: "
             f"check key {item.idempotency_key} at the provider, then resolve this gate"
         )
+        # The provider's name comes from the host config: keep the title a title.
+        title = fit_title("".join(c if c.isprintable() else "?" for c in title))
         gate = OpenGate(gate_id=effect_gate_id(turn_id, item.effect_id), title=title)
         # Opened before a crash, or resolved by the operator since: either is fine.
         with suppress(AlreadyExists):

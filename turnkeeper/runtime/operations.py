@@ -139,6 +139,12 @@ class Operations:
         state = self._sessions.load(sid)
         if state.status == "deleted":
             raise FailedPrecondition("the session was deleted", reason="session_deleted")
+        if not state.snapshots:
+            raise FailedPrecondition(
+                "the session was created with --no-snapshots: there is no snapshot to revert to",
+                reason="snapshots_disabled",
+                details={"session_id": sid},
+            )
         if state.operation is None and state.status != "crashed":
             return OperationResult(request_id, "unchanged", state)
         self._observe_runtime(state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from turnkeeper.kernel import GoalState, audit
+from turnkeeper.kernel.limits import fit_title
 from turnkeeper.kernel.model import GateStatus, TodoStatus
 from turnkeeper.kernel.session import GoalView, RunnableTodo
 from turnkeeper.runtime.writeback import claim_owner
@@ -44,7 +45,9 @@ def goal_view(state: GoalState, session_id: str, now: datetime) -> GoalView:
             and all(_dependency_met(state, dep) for dep in todo.depends_on)
             and not _gated(state, todo.id)
         ):
-            runnable.append(RunnableTodo(todo_id=todo.id, title=todo.title))
+            # Clipped, not refused: a title recorded before titles were bounded may be
+            # longer than the planner's limit, and the session must still progress.
+            runnable.append(RunnableTodo(todo_id=todo.id, title=fit_title(todo.title)))
     blocking = tuple(
         g.id for g in state.gates.values() if g.blocking and g.status is GateStatus.OPEN
     )

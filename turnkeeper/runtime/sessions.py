@@ -92,6 +92,8 @@ class SessionService:
         host_config: dict[str, Any] | None = None,
         session_id: str | None = None,
         request_id: str | None = None,
+        *,
+        snapshots: bool = True,
     ) -> SessionState:
         """Create a session. Under a client ``request_id`` the create is a durable
         operation: a retry with the same payload returns the same session and writes
@@ -112,6 +114,7 @@ class SessionService:
             host_kind=host_kind,
             host_config=host_config or {},
             request_id=request_id,
+            snapshots=snapshots,
         )
         done = self.execute(sid, command)
         assert done.state is not None

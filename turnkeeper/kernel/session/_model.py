@@ -5,13 +5,19 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, JsonValue
+
+from turnkeeper.kernel.limits import RecordedId, RecordedText, RecordedTitle
 
 # Identifiers come inside commands (the kernel draws no randomness). They are
-# bounded so a forged command cannot bloat the state with a huge id.
-Id = Annotated[str, Field(min_length=1, max_length=200)]
-Text = Annotated[str, Field(max_length=20_000)]
-ShortText = Annotated[str, Field(max_length=2_000)]
+# bounded so a forged command cannot bloat the state with a huge id. The bounds are
+# the goal kernel's (kernel/limits.py), one maximum per kind of field: a todo title
+# the goal kernel accepts always fits the planner's ``RunnableTodo.title``. Only the
+# maxima, not the character rules: session events are records, and a stream written
+# before those rules (a goal id with a space in it) must still fold.
+Id = RecordedId
+Text = RecordedText
+ShortText = RecordedTitle
 JsonDict = dict[str, JsonValue]
 
 

@@ -49,6 +49,8 @@ class CreateSession(KernelModel):
     host_config: JsonDict = Field(default_factory=dict)
     generation: int = Field(default=1, ge=1)
     request_id: Id | None = None
+    # False: the workspace is not snapshotted at completed turns (and cannot be reverted).
+    snapshots: bool = True
 
 
 class AcquireLease(KernelModel):
@@ -104,6 +106,8 @@ class RecordWriteBack(_Fenced):
     turn_id: Id
     accepted: tuple[ProposalDecision, ...] = ()
     rejected: tuple[ProposalDecision, ...] = ()
+    # Whether the goal events written back were progress (the caller decided them).
+    progress: bool | None = None
 
 
 class RecordEffectIntended(_Fenced):

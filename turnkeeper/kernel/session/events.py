@@ -52,6 +52,8 @@ class SessionCreated(_Event):
     # ``operation show`` reads them here, the session's first event.
     request_id: Id | None = None
     payload_digest: Id | None = None
+    # Created with snapshots off (``--no-snapshots``); streams from before default on.
+    snapshots: bool = True
 
 
 class LeaseAcquired(_Event):
@@ -113,6 +115,9 @@ class WrittenBack(_Event):
     turn_id: Id
     accepted: tuple[ProposalDecision, ...] = ()
     rejected: tuple[ProposalDecision, ...] = ()
+    # Whether the goal events written back were progress (kernel/progress.py). None:
+    # not known (a stream written before turns were judged), never counted as idle.
+    progress: bool | None = None
 
 
 class EffectIntended(_Event):

@@ -87,6 +87,18 @@ def _end_turn(
     }
 
 
+def _progress_streak(state: SessionState, turn: InFlightTurn) -> dict[str, Any]:
+    """The idle streak after a completed turn: progress (or not knowing) ends it."""
+    if turn.progress is not False:
+        return {"turns_without_progress": 0, "replans_without_progress": 0, "idle_since_turn": None}
+    replan = 1 if turn.envelope.kind == "replan" else 0
+    return {
+        "turns_without_progress": state.turns_without_progress + 1,
+        "replans_without_progress": state.replans_without_progress + replan,
+        "idle_since_turn": state.idle_since_turn or turn.envelope.turn_id,
+    }
+
+
 def _bind_handle(handle: str | None) -> dict[str, Any]:
     return {} if handle is None else {"host_session_handle": handle}
 
@@ -144,6 +156,7 @@ def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, Any]:
                 "phase": "written_back",
                 "accepted_proposals": len(event.accepted),
                 "rejected_proposals": len(event.rejected),
+                "progress": event.progress,
             }
             return {"in_flight": turn.model_copy(update=step)}
         case ev.EffectIntended() | ev.EffectResolved() | ev.EffectRejected() | ev.EffectsRecorded():
@@ -154,9 +167,11 @@ def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, Any]:
 def _terminal(state: SessionState, event: SessionEvent) -> dict[str, Any]:
     match event:
         case ev.TurnCompleted():
-            env = _turn(state, event, event.turn_id).envelope
+            turn = _turn(state, event, event.turn_id)
+            env = turn.envelope
             return {
                 **_end_turn(state, event, event.turn_id, "completed"),
+                **_progress_streak(state, turn),
                 "consecutive_host_failures": 0,
                 "last_completed": CompletedTurn(
                     turn_id=event.turn_id,
@@ -212,10 +227,17 @@ def _session_level(state: SessionState, event: SessionEvent) -> dict[str, Any]:
         case ev.LeaseReleased():
             return {"lease": Lease(epoch=event.epoch)}
         case ev.StatusChanged():
-            update: dict[str, Any] = {"status": event.status}
+            update: dict[str, Any] = {"status": event.status, "status_reason": event.reason or None}
             if event.action == "resume":
-                # An operator who resumes a crashed session vouches for a fresh start.
-                update["consecutive_host_failures"] = 0
+                # An operator who resumes a session vouches for a fresh start: the host
+                # failures and the idle streak that stopped it count from zero again.
+                update.update(
+                    consecutive_host_failures=0,
+                    turns_without_progress=0,
+                    replans_without_progress=0,
+                    idle_since_turn=None,
+                    status_reason=None,
+                )
             return update
         case ev.RecoveryResolved():
             pending = state.recovery
@@ -269,6 +291,7 @@ def evolve_session(state: SessionState | None, event: SessionEvent) -> SessionSt
             host_config=event.host_config,
             generation=event.generation,
             created_at=event.at,
+            snapshots=event.snapshots,
         )
     if isinstance(event, ev.SessionCreated):
         raise _broken(event, "the session already exists")

@@ -49,12 +49,14 @@ CRASH_NOTE_CODE = "crashed_turn_reverted"
 
 def create_payload_digest(command: cmd.CreateSession) -> str:
     """What a create asked for, as recorded with its request id (canonical JSON)."""
-    payload = {
+    payload: dict[str, object] = {
         "goal_id": command.goal_id,
         "workspace": command.workspace,
         "host_kind": command.host_kind,
         "host_config": command.host_config,
     }
+    if not command.snapshots:  # only when off: digests recorded before it stay the same
+        payload["snapshots"] = False
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -74,6 +76,7 @@ def create(
                 generation=command.generation,
                 request_id=command.request_id,
                 payload_digest=digest,
+                snapshots=command.snapshots,
                 at=now,
             )
         ]
@@ -85,6 +88,7 @@ def create(
         and state.workspace == command.workspace
         and state.host_kind == command.host_kind
         and state.host_config == command.host_config
+        and state.snapshots == command.snapshots
     )
     if same:
         return []  # a retried create joins the session it already made

@@ -59,6 +59,8 @@ class InFlightTurn(KernelModel):
     receipt: ReceiptSuccess | None = None
     accepted_proposals: int = Field(default=0, ge=0)
     rejected_proposals: int = Field(default=0, ge=0)
+    # Whether the write-back was progress (None: not written back, or not known).
+    progress: bool | None = None
     # The effects ledger of step 6, in the order they were recorded; capped.
     effects: tuple[EffectRef, ...] = Field(default=(), max_length=MAX_EFFECTS_PER_TURN)
 
@@ -144,10 +146,19 @@ class SessionState(KernelModel):
     host_session_handle: Id | None = None
     generation: int = Field(ge=1)
     created_at: AwareDatetime
+    # False: completed turns take no workspace snapshot, and a revert is refused.
+    snapshots: bool = True
     lease: Lease = Lease()
     status: SessionStatus = "ready"
     in_flight: InFlightTurn | None = None
     consecutive_host_failures: int = Field(default=0, ge=0)
+    # The progress guard (policy.py): completed turns in a row that changed nothing in
+    # the goal, the replan turns among them, and the streak's first turn (its name).
+    turns_without_progress: int = Field(default=0, ge=0)
+    replans_without_progress: int = Field(default=0, ge=0)
+    idle_since_turn: Id | None = None
+    # Why the session is in its status (the last operator or controller action's reason).
+    status_reason: ShortText | None = None
     last_completed: CompletedTurn | None = None
     last_turn_end: TurnEnd | None = None
     recovery: PendingRecovery | None = None

@@ -1,0 +1,86 @@
+"""What people read: text from users, agents and the database never acts on the terminal.
+
+A title with an escape sequence (recorded before titles were checked, or by any
+other writer of the store) and a title with Rich markup in it are shown as typed
+by ``goal show``, ``goal list`` and ``status``: the escape as ``\\x1b``, the markup
+literally. ``--json`` output carries the exact text.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.usage.project import UserProject
+from tests.usage.refusals import record_as_an_older_version_did
+from turnkeeper.kernel.events import GoalCreated, TodoAdded
+
+RED = "\x1b[31mred alert\x1b[0m"
+SHOWN_RED = "\\x1b[31mred alert\\x1b[0m"
+MARKUP = "[bold]not bold[/]"
+WIDE = {"COLUMNS": "250"}  # no table cell is cut short
+
+
+@pytest.fixture
+def project(user_project: UserProject) -> UserProject:
+    user_project.tk("goal", "add", MARKUP, "--id", "markup")
+    now = datetime.now(UTC)
+    record_as_an_older_version_did(
+        user_project,
+        "escape",
+        GoalCreated(
+            goal_id="escape",
+            title=RED,
+            objective="",
+            criteria=[],
+            agents_requiring_vision=[],
+            at=now,
+        ),
+    )
+    record_as_an_older_version_did(
+        user_project,
+        "markup",
+        TodoAdded(
+            todo_id="t-red",
+            title=RED,
+            depends_on=[],
+            required_evidence=[],
+            successor_required=False,
+            successor_of=None,
+            at=now,
+        ),
+    )
+    user_project.tk("todo", "add", "markup", MARKUP, "--id", "t-markup")
+    return user_project
+
+
+def shown(project: UserProject, *args: str) -> str:
+    done = project.tk(*args, env=WIDE)
+    assert "\x1b" not in done.stdout, repr(done.stdout)
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+def test_goal_show_prints_escapes_and_markup_as_typed(project: UserProject) -> None:
+    out = shown(project, "goal", "show", "markup")
+    assert out.startswith(f"{MARKUP}  markup"), out  # the goal's title
+    assert f"t-markup │ {MARKUP}" in out, out  # the todo's, in the table
+    assert f"t-red    │ {SHOWN_RED}" in out, out
+    assert f"todo '{MARKUP}' is open" in out, out  # and in the audit's blockers
+    assert SHOWN_RED in shown(project, "goal", "show", "escape")
+
+
+def test_status_and_goal_list_print_escapes_and_markup_as_typed(project: UserProject) -> None:
+    for args in (("status",), ("goal", "list")):
+        out = shown(project, *args)
+        assert MARKUP in out, out
+        assert SHOWN_RED in out, out
+
+
+def test_json_output_keeps_the_exact_text(project: UserProject) -> None:
+    state = project.tk_json("goal", "show", "markup")["state"]
+    assert state["goal"]["title"] == MARKUP
+    assert state["todos"]["t-red"]["title"] == RED
+    titles = {g["id"]: g["title"] for g in project.tk_json("status")["goals"]}
+    assert titles == {"markup": MARKUP, "escape": RED}
