@@ -1,13 +1,15 @@
-"""A turn's event log in memory, and the parsing of host output lines into events."""
+"""A turn's event log in memory (bounded), and the splitting and parsing of host output
+lines into events."""
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
-from turnkeeper.hosts.base import HostEvent
+from turnkeeper.hosts.base import HostEvent, TurnLimits
+from turnkeeper.hosts.output_cap import TRUNCATED_KIND, OutputCap, carries_meaning
 
 
 class EventLog:
@@ -16,23 +18,55 @@ class EventLog:
     Sequence numbers are assigned here (1, 2, 3, ...), not taken from the host, so
     the stream is contiguous whatever the host prints; a reader reattaches by
     passing the last sequence it acknowledged.
+
+    What it stores is bounded by ``limits`` (an :class:`OutputCap`): an event over
+    the cap is counted and digested, gets no sequence number and is not stored, so
+    the stored events stay contiguous. :meth:`seal` (or :meth:`close`) appends the
+    one ``output.truncated`` event that says what was dropped. ``meaningful``
+    decides which events are still kept beyond the cap (within its small overflow
+    allowance).
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        limits: TurnLimits | None = None,
+        *,
+        meaningful: Callable[[str, dict[str, Any]], bool] = carries_meaning,
+    ) -> None:
         self._events: list[HostEvent] = []
+        self._cap = OutputCap(limits or TurnLimits(), reserve_truncation=True)
+        self._meaningful = meaningful
+        self._sealed = False
         self._closed = False
         self._cond = threading.Condition()
 
-    def append(self, kind: str, data: dict[str, Any]) -> HostEvent:
+    def append(self, kind: str, data: dict[str, Any]) -> HostEvent | None:
+        """The stored event, or None when it was over the cap (and only counted)."""
         with self._cond:
-            if self._closed:
+            if self._sealed:
                 raise RuntimeError("event log is closed")
-            event = HostEvent(seq=len(self._events) + 1, kind=kind, data=data)
-            self._events.append(event)
-            self._cond.notify_all()
-            return event
+            if not self._cap.admit(kind, data, meaningful=self._meaningful(kind, data)):
+                return None
+            return self._store(kind, data)
+
+    def _store(self, kind: str, data: dict[str, Any]) -> HostEvent:
+        event = HostEvent(seq=len(self._events) + 1, kind=kind, data=data)
+        self._events.append(event)
+        self._cond.notify_all()
+        return event
+
+    def seal(self) -> None:
+        """No more appends; append ``output.truncated`` if anything was dropped. Idempotent."""
+        with self._cond:
+            if self._sealed:
+                return
+            self._sealed = True
+            truncation = self._cap.truncation()
+            if truncation is not None:
+                self._store(TRUNCATED_KIND, truncation)
 
     def close(self) -> None:
+        self.seal()
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -41,6 +75,11 @@ class EventLog:
     def last_seq(self) -> int:
         with self._cond:
             return len(self._events)
+
+    @property
+    def dropped_events(self) -> int:
+        with self._cond:
+            return self._cap.dropped_events
 
     def iter(self, after_seq: int = 0, *, follow: bool = True) -> Iterator[HostEvent]:
         index = max(after_seq, 0)  # seq n lives at index n - 1
@@ -55,6 +94,54 @@ class EventLog:
             index += len(batch)
             if not batch and (closed or not follow):
                 return
+
+
+class Line(NamedTuple):
+    """A line of output, or a piece of one longer than the line limit.
+
+    ``split``: the line was longer than the limit, so this is not all of it;
+    ``continued``: an earlier piece of the same line was already handed out.
+    """
+
+    data: bytes
+    split: bool = False
+    continued: bool = False
+
+
+class LineBuffer:
+    """Splits a byte stream into lines, holding at most ``max_line_bytes`` (plus one
+    chunk) of an unfinished line: a longer line is handed out in pieces."""
+
+    def __init__(self, max_line_bytes: int) -> None:
+        self._max = max_line_bytes
+        self._pending = bytearray()
+        self._continued = False  # the pending bytes continue a line already handed out
+
+    def feed(self, chunk: bytes) -> Iterator[Line]:
+        start = 0
+        # Search only the new chunk for newlines: the work stays linear in the output
+        # however long its lines are.
+        while (end := chunk.find(b"\n", start)) != -1:
+            self._pending += chunk[start:end]
+            start = end + 1
+            line = self._take(ends_line=True)
+            if line.data or not line.continued:  # no empty tail after a split line
+                yield line
+        self._pending += chunk[start:]
+        if len(self._pending) > self._max:
+            yield self._take(ends_line=False)
+
+    def flush(self) -> Line | None:
+        """What is left at the end of the stream (a last line without its newline)."""
+        return self._take(ends_line=True) if self._pending else None
+
+    def _take(self, *, ends_line: bool) -> Line:
+        data = bytes(self._pending)
+        self._pending.clear()
+        split = self._continued or not ends_line or len(data) > self._max
+        line = Line(data, split=split, continued=self._continued)
+        self._continued = not ends_line
+        return line
 
 
 class ProtocolError(ValueError):

@@ -1,4 +1,5 @@
-"""Reading Linux ``/proc``: process status, environment markers, the process table.
+"""Reading Linux ``/proc``: process status, environment markers, the process table,
+our own children; and signalling one exact process.
 
 Linux only. Without ``/proc`` the readers that need it raise ``FailedPrecondition``
 (reason ``process_tracking_unsupported``) instead of guessing.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,3 +100,53 @@ def process_table() -> dict[int, ProcStat]:
             if stat is not None:
                 table[stat.pid] = stat
     return table
+
+
+def child_pids() -> list[int]:
+    """The pids of this process's children, from ``/proc/self/task/*/children``.
+
+    Much cheaper than a whole process table when only our own children matter (the
+    orphans a subreaper adopted). Falls back to a table scan where the kernel has no
+    ``children`` files.
+    """
+    require_proc()
+    me = os.getpid()
+    tasks = PROC / str(me) / "task"
+    if not (tasks / str(me) / "children").exists():
+        return sorted(pid for pid, stat in process_table().items() if stat.ppid == me)
+    found: set[int] = set()
+    for tid in os.listdir(tasks):
+        try:
+            found.update(int(p) for p in (tasks / tid / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # that thread ended meanwhile; its children went to another
+    return sorted(found)
+
+
+def signal_exact(pid: int, start_time: int, sig: int) -> bool:
+    """Send ``sig`` only if ``pid`` still has ``start_time``; the pidfd closes the race.
+
+    The pidfd is opened *before* the start time is re-checked, so the pid cannot be
+    recycled between check and signal.
+    """
+    fd: int | None = None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        fd = None  # kernel without pidfd: a best-effort re-check just before kill
+    try:
+        stat = read_stat(pid)
+        if stat is None or stat.start_time != start_time:
+            return False
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)

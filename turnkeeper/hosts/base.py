@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -49,6 +49,24 @@ class HostErrorKind(StrEnum):
     SPAWN = "spawn"  # the process never started
 
 
+class TurnLimits(BaseModel):
+    """How much of one turn's output is journaled, and how large its result may be.
+
+    Output is measured per event as the compact JSON of its ``kind`` and ``data``.
+    Once a turn reaches ``max_events`` or ``max_output_bytes``, the rest of its output
+    is counted and digested but neither kept nor journaled (one ``output.truncated``
+    event says what was cut; see :mod:`turnkeeper.hosts.output_cap`). A result larger
+    than ``max_result_bytes`` fails the turn (``protocol``): it would go into the
+    durable receipt whole.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_events: int = Field(default=10_000, ge=1)
+    max_output_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+    max_result_bytes: int = Field(default=1024 * 1024, ge=1)
+
+
 class TurnRequest(BaseModel):
     """One turn as the host sees it (a projection of the turn envelope)."""
 
@@ -71,6 +89,8 @@ class TurnRequest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     # Per-turn host settings; they override the config the host was loaded with.
     host_config: dict[str, Any] = Field(default_factory=dict)
+    # What of the turn's output the driver journals; a host keeps no more than this.
+    limits: TurnLimits = Field(default_factory=TurnLimits)
 
 
 class HostEvent(BaseModel):
@@ -147,6 +167,9 @@ class HostOutcome(BaseModel):
     # Marked processes still running after the host exited, ended by the host.
     stragglers_killed: list[int] = Field(default_factory=list)
     duration_seconds: float = 0.0
+    # How the turn's processes were contained (turnkeeper.hosts.containment): a cgroup
+    # of its own, orphans adopted by the control plane as subreaper, or neither.
+    containment: Literal["cgroup", "subreaper", "none"] = "none"
 
     @model_validator(mode="after")
     def _error_kind_iff_failed(self) -> HostOutcome:

@@ -2,17 +2,26 @@
 
 Agent CLIs start shell commands in process sessions of their own, so a SIGKILL of
 the CLI (or of the control plane) leaves them running and re-parented away from
-any tree we know. Two facts let us still find them:
+any tree we know. What still finds them:
 
+* the turn's cgroup, where the machine gives us one (:mod:`turnkeeper.hosts.cgroups`):
+  every process the host started is in it, whatever it did to its environment or
+  session;
 * every host process gets ``TURNKEEPER_TURN_ID=<turn id>`` in its environment, and
   ``/proc/<pid>/environ`` of a ``setsid`` grandchild still carries it;
+* orphans the control plane adopted as a child subreaper, attributed to the turns
+  they may belong to by start time (:mod:`turnkeeper.hosts.subreaper`);
 * a process identity is (pid, start time, boot id), so a recycled pid never passes
   for a process we started.
 
-Safety rule: we only ever signal a process that carries the turn's marker, is the
-identified host process, or descends from one of those. Signals go through a pidfd
-opened *before* the start time is re-checked, so the pid cannot be recycled between
-check and kill.
+:func:`kill_turn_processes` is the one way a turn's processes end — at host exit, on
+``kill_tree()``, and in restart recovery — and it applies all of the above (see
+:mod:`turnkeeper.hosts.containment` for how a turn is contained).
+
+Safety rule: we only ever signal a process that is in the turn's cgroup, carries the
+turn's marker, is the identified host process, is an orphan attributed to the turn,
+or descends from one of those. Signals go through a pidfd opened *before* the start
+time is re-checked, so the pid cannot be recycled between check and kill.
 
 On platforms without ``/proc`` every query raises ``FailedPrecondition`` with
 reason ``process_tracking_unsupported``; :func:`enable_child_subreaper` returns False.
@@ -26,6 +35,7 @@ import signal
 import time
 
 from turnkeeper.errors import InvalidArgument, NotFound
+from turnkeeper.hosts import cgroups, containment, subreaper
 from turnkeeper.hosts._procfs import (
     PROC,
     ProcStat,
@@ -35,6 +45,7 @@ from turnkeeper.hosts._procfs import (
     read_marker,
     read_stat,
     require_proc,
+    signal_exact,
 )
 from turnkeeper.hosts.base import KilledProcess, KillReport, ProcessIdentity
 from turnkeeper.hosts.subreaper import (
@@ -156,33 +167,11 @@ def _protected_pids(table: dict[int, ProcStat]) -> set[int]:
     return protected
 
 
-def _signal_exact(pid: int, start_time: int, sig: int) -> bool:
-    """Send ``sig`` only if ``pid`` still has ``start_time``; the pidfd closes the race."""
-    fd: int | None = None
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        fd = None  # kernel without pidfd: a best-effort re-check just before kill
-    try:
-        stat = read_stat(pid)
-        if stat is None or stat.start_time != start_time:
-            return False
-        if fd is not None:
-            signal.pidfd_send_signal(fd, sig)
-        else:
-            os.kill(pid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
 def _collect_targets(
-    turn_id: str, identity: ProcessIdentity | None, known: dict[int, KilledProcess]
+    turn_id: str,
+    identity: ProcessIdentity | None,
+    known: dict[int, KilledProcess],
+    orphans: list[tuple[int, int]],
 ) -> dict[int, KilledProcess]:
     table = process_table()
     protected = _protected_pids(table)
@@ -198,6 +187,9 @@ def _collect_targets(
 
     if identity is not None and is_same_process(identity):
         add(identity.pid, "identity")
+    for pid, start_time in orphans:
+        if (stat := table.get(pid)) is not None and stat.start_time == start_time:
+            add(pid, "orphan")
     for pid, stat in table.items():
         if not stat.dead and pid not in protected and read_marker(pid) == turn_id:
             add(pid, "marker")
@@ -209,31 +201,63 @@ def _collect_targets(
     return new
 
 
+def _end_cgroup(
+    turn_id: str, identity: ProcessIdentity | None, timeout: float
+) -> tuple[dict[int, KilledProcess], list[int]]:
+    """End the turn's cgroup, if it has one (made here, or left by a crashed control
+    plane): what it held, and what survived."""
+    cgroup = containment.turn_cgroup(turn_id)
+    if cgroup is None:
+        return {}, []
+    host = identity.pid if identity is not None and is_same_process(identity) else None
+    ended = cgroups.end(cgroup, _protected_pids(process_table()), timeout)
+    if ended.removed:
+        containment.forget(turn_id)
+    else:
+        log.warning("turn %s: cgroup %s not removed: %s", turn_id, cgroup.path, ended.problem)
+    # The reason names the plainest proof: the host, then the marker, then the cgroup.
+    killed = {
+        pid: KilledProcess(
+            pid=pid,
+            start_time=m.stat.start_time,
+            reason="identity" if pid == host else "marker" if m.marker == turn_id else "cgroup",
+            cmdline=m.cmdline,
+        )
+        for pid, m in ended.members.items()
+    }
+    return killed, ended.survivors
+
+
 def kill_turn_processes(
     turn_id: str, identity: ProcessIdentity | None = None, *, timeout: float = 10.0
 ) -> KillReport:
-    """SIGKILL the host's tree and every process marked with ``turn_id``; wait until gone.
+    """SIGKILL everything of the turn; wait until it is gone. This ends the turn.
 
-    Targets are first frozen with SIGSTOP and the scan repeated until it finds no
-    new ones, so a process cannot fork its way out between scan and kill. A zombie
-    counts as gone. Zombies that are adopted orphans of ours are reaped; the host
-    process itself is left to the ``Popen`` that spawned it, so its exit status
-    (e.g. -9) is not lost.
+    First the turn's cgroup, if any: frozen, killed as a whole, removed. Then the
+    host's tree, every process marked with ``turn_id`` and the adopted orphans whose
+    last candidate turn this was (with their descendants): frozen with SIGSTOP, the
+    scan repeated until it finds no new ones (so a process cannot fork its way out
+    between scan and kill), then SIGKILLed. A zombie counts as gone. Zombies that
+    are adopted orphans of ours are reaped; the host process itself is left to the
+    ``Popen`` that spawned it, so its exit status (e.g. -9) is not lost.
     """
     _check_turn_id(turn_id)
     require_proc()
-    targets: dict[int, KilledProcess] = {}
+    deadline = time.monotonic() + timeout
+    targets, survivors = _end_cgroup(turn_id, identity, timeout)
+    orphans = subreaper.turn_ended(turn_id)
+    frozen: dict[int, KilledProcess] = {}
     for _ in range(50):
-        new = _collect_targets(turn_id, identity, targets)
+        new = _collect_targets(turn_id, identity, {**targets, **frozen}, orphans)
         if not new:
             break
         for t in new.values():
-            _signal_exact(t.pid, t.start_time, signal.SIGSTOP)
-        targets.update(new)
-    for t in targets.values():
-        _signal_exact(t.pid, t.start_time, signal.SIGKILL)
+            signal_exact(t.pid, t.start_time, signal.SIGSTOP)
+        frozen.update(new)
+    for t in frozen.values():
+        signal_exact(t.pid, t.start_time, signal.SIGKILL)
+    targets.update(frozen)
 
-    deadline = time.monotonic() + timeout
     pending = dict(targets)
     while pending:
         for pid, t in list(pending.items()):
@@ -252,6 +276,7 @@ def kill_turn_processes(
             break
         time.sleep(0.01)
     killed = [t for pid, t in targets.items() if pid not in pending]
-    if pending:
-        log.warning("turn %s: processes survived SIGKILL: %s", turn_id, sorted(pending))
-    return KillReport(turn_id=turn_id, killed=killed, survivors=sorted(pending))
+    left = sorted({*pending, *survivors})
+    if left:
+        log.warning("turn %s: processes survived SIGKILL: %s", turn_id, left)
+    return KillReport(turn_id=turn_id, killed=killed, survivors=left)

@@ -22,7 +22,8 @@ CLI and Claude Code hosts do: see :mod:`turnkeeper.hosts._agent_cli`).
 
 The process gets ``TURNKEEPER_TURN_ID`` / ``_SESSION_ID`` / ``_ATTEMPT`` on top of the
 inherited environment and runs in a session of its own, so it can be ended as a
-tree and found by marker after a control-plane crash.
+tree and found by marker after a control-plane crash. Where the machine allows it,
+it also runs in a cgroup of its own (see :mod:`turnkeeper.hosts.containment`).
 """
 
 from __future__ import annotations
@@ -35,14 +36,21 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnkeeper.errors import InvalidArgument, Unavailable
-from turnkeeper.hosts import process_tree
-from turnkeeper.hosts._events import EventLog, ProtocolError, dig, parse_jsonl_line
+from turnkeeper.hosts import containment, process_tree
+from turnkeeper.hosts._events import (
+    EventLog,
+    Line,
+    LineBuffer,
+    ProtocolError,
+    dig,
+    parse_jsonl_line,
+)
 from turnkeeper.hosts.base import (
     ATTEMPT_ENV,
     MARKER_ENV,
@@ -56,6 +64,7 @@ from turnkeeper.hosts.base import (
     ProcessIdentity,
     TurnRequest,
 )
+from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
 
 _READ_CHUNK = 65536
 log = logging.getLogger(__name__)
@@ -195,11 +204,14 @@ def spawn(
     elif cfg.stdin == "request":
         payload = stdin_request or {"request": request.model_dump(mode="json")}
         stdin_data = json.dumps(payload).encode()
+    # A cgroup for the turn (or the subreaper path): raises HostSpawnFailed when the
+    # containment TURNKEEPER_CONTAINMENT asks for is not available here.
+    contained = containment.prepare(request.turn_id)
     # The lock keeps the orphan reaper from reaping this child before it is registered.
     with process_tree.spawn_lock:
         try:
             proc = subprocess.Popen(
-                args,
+                contained.command(args),
                 cwd=request.workspace,
                 env=turn_env(request, cfg),
                 stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
@@ -207,14 +219,23 @@ def spawn(
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=contained.pass_fds,
             )
         except OSError as exc:
+            contained.abandon()
             raise HostSpawnFailed(
                 f"cannot start {args[0]!r}: {exc}", details={"args": args[:1]}
             ) from None
+        contained.spawned()
         process_tree.register_owned_child(proc.pid)
+    try:
+        contained.confirm(proc, args[0])  # joined its cgroup (or why not) and exec'd
+    except HostSpawnFailed:
+        process_tree.unregister_owned_child(proc.pid)
+        raise
     identity = process_tree.identify(proc.pid, request.turn_id)
-    return SubprocessRun(request, cfg, proc, identity, stdin_data, adapter)
+    contained.track(identity)
+    return SubprocessRun(request, cfg, proc, identity, stdin_data, adapter, contained)
 
 
 class SubprocessRun:
@@ -228,13 +249,15 @@ class SubprocessRun:
         identity: ProcessIdentity,
         stdin_data: bytes | None,
         adapter: RunAdapter | None = None,
+        contained: containment.TurnContainment | None = None,
     ) -> None:
         self.request = request
         self._adapter = adapter
+        self._contained = contained
         self._cfg = cfg
         self._proc = proc
         self._identity = identity
-        self._log = EventLog()
+        self._log = EventLog(request.limits, meaningful=self._carries_meaning)
         self._started = time.monotonic()
         self._stderr = bytearray()
         self._stop_io = threading.Event()
@@ -242,7 +265,9 @@ class SubprocessRun:
         self._outcome: HostOutcome | None = None
         self._killed_by_us = False
         self._timed_out = False
-        self._malformed: list[str] = []
+        # Counted, not listed: a host may print any number of malformed lines.
+        self._malformed_count = 0
+        self._first_malformed = ""
         self._fatal: tuple[HostErrorKind, str] | None = None
         self._handle = request.host_session_handle
         self._result: dict[str, Any] = {}
@@ -297,7 +322,7 @@ class SubprocessRun:
         sel = selectors.DefaultSelector()
         sel.register(stdout, selectors.EVENT_READ, "out")
         sel.register(stderr, selectors.EVENT_READ, "err")
-        pending = b""
+        lines = LineBuffer(self._cfg.max_line_bytes)
         try:
             while sel.get_map() and not self._stop_io.is_set():
                 for key, _ in sel.select(timeout=0.1):
@@ -310,25 +335,28 @@ class SubprocessRun:
                         if excess > 0:
                             del self._stderr[:excess]
                     else:
-                        pending = self._feed(pending + chunk)
-            if pending:
-                self._line(pending)  # a last line without its newline still counts
+                        self._feed(lines.feed(chunk))
+            last = lines.flush()  # a last line without its newline still counts
+            if last is not None:
+                self._feed([last])
         finally:
+            # Every event is in: the log's account of what it dropped goes last.
+            self._log.seal()
             sel.close()
             stdout.close()
             stderr.close()
 
-    def _feed(self, buf: bytes) -> bytes:
-        *lines, rest = buf.split(b"\n")
+    def _feed(self, lines: Iterable[Line]) -> None:
         for line in lines:
-            self._line(line)
-        if len(rest) > self._cfg.max_line_bytes:
             if self._cfg.event_format == "text":
-                self._line(rest)  # plain output: an overlong line is just split
+                self._line(line.data)  # plain output: an overlong line is just split
+            elif line.continued:
+                continue  # the rest of an overlong line, already reported
+            elif line.split:
+                message = f"line longer than {self._cfg.max_line_bytes} bytes"
+                self._protocol_error(message, line.data)
             else:
-                self._protocol_error(f"line longer than {self._cfg.max_line_bytes} bytes", rest)
-            return b""
-        return rest
+                self._line(line.data)
 
     def _line(self, line: bytes) -> None:
         if self._cfg.event_format == "text":
@@ -354,7 +382,9 @@ class SubprocessRun:
             self._event(kind, data)
 
     def _protocol_error(self, message: str, line: bytes) -> None:
-        self._malformed.append(message)
+        if not self._malformed_count:
+            self._first_malformed = message
+        self._malformed_count += 1
         excerpt = line[:500].decode(errors="replace")
         self._event("error", {"error_kind": "protocol", "message": message, "line": excerpt})
 
@@ -370,7 +400,15 @@ class SubprocessRun:
             except ValueError:
                 error_kind = HostErrorKind.EXIT_CODE
             self._fatal = (error_kind, str(data.get("message", "host reported a fatal error")))
+        # The handle, result and fatal error are remembered above whether or not the
+        # log keeps the event: the outcome never depends on the output caps.
         self._log.append(kind, data)
+
+    def _carries_meaning(self, kind: str, data: dict[str, Any]) -> bool:
+        """Kept beyond the output caps: this host's handle and result events too."""
+        if kind == self._cfg.result_kind or any(kind == r.kind for r in self._cfg.handle_from):
+            return True
+        return carries_meaning(kind, data)
 
     def _monitor(self) -> None:
         turn_id = self.request.turn_id
@@ -386,6 +424,8 @@ class SubprocessRun:
                 stragglers = [k.pid for k in process_tree.kill_turn_processes(turn_id).killed]
             except Exception:  # never leave wait() hanging; the driver re-checks by marker
                 log.exception("turn %s: ending stragglers failed", turn_id)
+        if self._contained is not None:
+            self._contained.release()  # the turn is no longer in flight
         self._io.join(self._cfg.drain_seconds)
         if self._io.is_alive():
             self._stop_io.set()
@@ -403,6 +443,8 @@ class SubprocessRun:
                     "message": f"host adapter could not finish the turn: {exc!r}",
                 }
                 outcome = HostOutcome.model_validate(failed)
+        if self._contained is not None:
+            outcome = outcome.model_copy(update={"containment": self._contained.kind})
         self._outcome = outcome
         self._log.close()
         self._done.set()
@@ -428,13 +470,17 @@ class SubprocessRun:
                 name = f"signal {-returncode}"
             who = "killed by the control plane" if self._killed_by_us else "died"
             failure = (HostErrorKind.SIGNAL, f"host {who} ({name})")
-        elif self._malformed and not self._cfg.tolerate_malformed:
-            msg = f"{len(self._malformed)} malformed output line(s); first: {self._malformed[0]}"
+        elif self._malformed_count and not self._cfg.tolerate_malformed:
+            count, first = self._malformed_count, self._first_malformed
+            msg = f"{count} malformed output line(s); first: {first}"
             failure = (HostErrorKind.PROTOCOL, msg)
         elif self._fatal is not None:
             failure = self._fatal
         elif returncode != 0:
             failure = (HostErrorKind.EXIT_CODE, f"host exited with code {returncode}")
+        elif (oversized := oversized_result(self._result, self.request.limits)) is not None:
+            common["result"] = {}  # the receipt must not carry it
+            failure = (HostErrorKind.PROTOCOL, oversized)
         if failure is None:
             return HostOutcome(status=HostStatus.SUCCEEDED, **common)
         return HostOutcome(

@@ -1,8 +1,25 @@
-"""Adopting and reaping orphaned descendants (``PR_SET_CHILD_SUBREAPER``).
+"""Adopting, attributing, ending and reaping orphaned descendants (``PR_SET_CHILD_SUBREAPER``).
 
-When an agent CLI dies, its ``setsid`` shell children are re-parented to the
-nearest subreaper ancestor instead of init, so the control plane keeps them as
-children: they stay in reach and, once dead, are reaped here so no zombies pile up.
+When a process of a turn dies, its children are re-parented to the nearest
+subreaper ancestor instead of init, so the control plane keeps them as children:
+they stay in reach and, once dead, are reaped here so no zombies pile up.
+
+The subreaper path of containment (see :mod:`turnkeeper.hosts.containment`): a
+process that scrubbed the turn marker (``env -i``) and left the host's tree
+(``setsid`` plus its parent's exit) can no longer be found by marker or by descent,
+but it is adopted by us. Every adopted orphan — a child of ours that no ``Popen``
+owns, in another process session than ours (the control plane's own commands run in
+its session) — found while turns are in flight is attributed to the in-flight turns
+whose host started no later than the orphan did, and is ended, with its
+descendants, when the last of those turns ends. The start time makes this exact for
+an orphan adopted between two scans: a turn whose host started after the orphan
+cannot have started it. Turns contained by a cgroup are not candidates (their
+processes stay in their cgroup), and an orphan inside one of our turn cgroups is
+left to that cgroup.
+
+Cost: our children are read from ``/proc/self/task/*/children``, and only while a
+turn is in flight; otherwise the reaper thread does one ``waitid(WNOWAIT)`` per
+interval and scans only when a child has died.
 """
 
 from __future__ import annotations
@@ -12,8 +29,10 @@ import logging
 import os
 import sys
 import threading
+from dataclasses import dataclass
 
-from turnkeeper.hosts._procfs import process_table, read_marker
+from turnkeeper.hosts._procfs import ProcStat, child_pids, read_marker, read_stat
+from turnkeeper.hosts.cgroups import in_our_turn_cgroup
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +48,21 @@ def reap(pid: int) -> int | None:
     return status if got == pid else None
 
 
+@dataclass
+class _Orphan:
+    start_time: int
+    turns: set[str]  # the in-flight turns it may belong to; ended when the last one ends
+
+
 class _ChildRegistry:
-    """Which of our children belong to a ``Popen`` (never reap those) or were adopted.
+    """Which of our children belong to a ``Popen`` (never reap those) or were adopted,
+    and which turns each adopted orphan may belong to.
 
     ``waitpid(-1)`` would steal exit statuses from every ``subprocess`` user in the
     process, so the reaper only reaps zombies it can attribute to adoption: children
-    seen alive carrying a turn marker, or children in another session than ours that
-    no host registered (an orphaned ``setsid`` command that died before we saw it).
+    seen alive carrying a turn marker or attributed to a turn, or children in another
+    session than ours that no host registered (an orphaned ``setsid`` command that
+    died before we saw it).
     """
 
     def __init__(self) -> None:
@@ -43,6 +70,12 @@ class _ChildRegistry:
         self.lock = threading.RLock()
         self._owned: set[int] = set()
         self._adopted: set[int] = set()
+        # turn id -> its host's start time when orphans are attributed to it, None when
+        # it is contained otherwise (a cgroup) or we adopt nothing (not a subreaper).
+        self._in_flight: dict[str, int | None] = {}
+        self._orphans: dict[int, _Orphan] = {}
+        #: Set while a turn is in flight: the reaper thread scans only then.
+        self.active = threading.Event()
 
     def register_owned(self, pid: int) -> None:
         with self.lock:
@@ -56,24 +89,92 @@ class _ChildRegistry:
         with self.lock:
             return pid in self._owned
 
+    # --- turns in flight --------------------------------------------------------------
+
+    def turn_started(self, turn_id: str, host_start_time: int, *, candidate: bool) -> None:
+        """A turn's host runs; with ``candidate`` its orphans are attributed to it."""
+        attribute = candidate and is_child_subreaper()
+        with self.lock:
+            self._in_flight[turn_id] = host_start_time if attribute else None
+            self.active.set()
+
+    def turn_ended(self, turn_id: str, *, end_orphans: bool = True) -> list[tuple[int, int]]:
+        """The turn is over: (pid, start time) of the orphans whose last candidate it was.
+
+        A last scan first attributes what was adopted since the previous one. With
+        ``end_orphans`` off (a host configured to leave its stragglers) nothing is
+        returned and those orphans are simply no longer tracked.
+        """
+        with self.lock:
+            if turn_id not in self._in_flight:
+                return []
+            if end_orphans and self._in_flight[turn_id] is not None:
+                self._scan()
+            del self._in_flight[turn_id]
+            if not self._in_flight:
+                self.active.clear()
+            ended: list[tuple[int, int]] = []
+            for pid, orphan in list(self._orphans.items()):
+                if turn_id not in orphan.turns:
+                    continue
+                orphan.turns.discard(turn_id)
+                if not orphan.turns:
+                    del self._orphans[pid]
+                    if end_orphans:
+                        ended.append((pid, orphan.start_time))
+            return ended
+
+    def orphan_turns(self) -> dict[int, set[str]]:
+        """pid -> the in-flight turns each attributed orphan may belong to (a copy)."""
+        with self.lock:
+            return {pid: set(orphan.turns) for pid, orphan in self._orphans.items()}
+
+    # --- scanning ---------------------------------------------------------------------
+
     def reap_orphans(self) -> list[tuple[int, int]]:
+        """Reap dead adopted children, attribute live orphans; (pid, status) reaped."""
+        with self.lock:
+            return self._scan()
+
+    def _scan(self) -> list[tuple[int, int]]:
         me = os.getpid()
         my_session = os.getsid(0)
         reaped: list[tuple[int, int]] = []
-        with self.lock:
-            for stat in process_table().values():
-                if stat.ppid != me or stat.pid in self._owned:
-                    continue
-                if not stat.dead:
-                    if read_marker(stat.pid) is not None:
-                        self._adopted.add(stat.pid)
-                    continue
-                if stat.pid in self._adopted or stat.session != my_session:
-                    status = reap(stat.pid)
-                    self._adopted.discard(stat.pid)
-                    if status is not None:
-                        reaped.append((stat.pid, status))
+        children = set(child_pids())
+        for pid in list(self._orphans):
+            if pid not in children:
+                del self._orphans[pid]  # ended (and reaped) by someone meanwhile
+        for pid in sorted(children):
+            stat = read_stat(pid)
+            if stat is None or stat.ppid != me or pid in self._owned:
+                continue
+            if not stat.dead:
+                if read_marker(pid) is not None:
+                    self._adopted.add(pid)
+                if stat.session != my_session:
+                    self._attribute(stat)
+                continue
+            if pid in self._adopted or stat.session != my_session:
+                status = reap(pid)
+                self._adopted.discard(pid)
+                self._orphans.pop(pid, None)
+                if status is not None:
+                    reaped.append((pid, status))
         return reaped
+
+    def _attribute(self, stat: ProcStat) -> None:
+        known = self._orphans.get(stat.pid)
+        if known is not None and known.start_time == stat.start_time:
+            return
+        turns = {
+            turn
+            for turn, host_start in self._in_flight.items()
+            if host_start is not None and host_start <= stat.start_time
+        }
+        if not turns or in_our_turn_cgroup(stat.pid):
+            return  # no candidate (yet); or its turn's cgroup ends it
+        self._orphans[stat.pid] = _Orphan(stat.start_time, turns)
+        self._adopted.add(stat.pid)
 
 
 _REGISTRY = _ChildRegistry()
@@ -81,8 +182,19 @@ register_owned_child = _REGISTRY.register_owned
 unregister_owned_child = _REGISTRY.unregister_owned
 is_owned_child = _REGISTRY.is_owned
 reap_orphans = _REGISTRY.reap_orphans
+turn_started = _REGISTRY.turn_started
+turn_ended = _REGISTRY.turn_ended
+orphan_turns = _REGISTRY.orphan_turns
 #: Hold while spawning a host so the reaper never sees an unregistered child of ours.
 spawn_lock = _REGISTRY.lock
+
+
+def _dead_child_waiting() -> bool:
+    """True if some child of ours is a zombie, without reaping it (``WNOWAIT``)."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False
 
 
 def enable_child_subreaper() -> bool:
@@ -111,7 +223,8 @@ def is_child_subreaper() -> bool:
 
 
 class OrphanReaper:
-    """A daemon thread that reaps adopted orphans every ``interval`` seconds."""
+    """A daemon thread that attributes and reaps adopted orphans every ``interval``
+    seconds while turns are in flight (see the module docstring for when otherwise)."""
 
     def __init__(self, interval: float = 0.5) -> None:
         self.interval = interval
@@ -129,7 +242,10 @@ class OrphanReaper:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                reap_orphans()
+                # Scan while turns are in flight (orphans to attribute); otherwise only
+                # when a child died and may be an adopted zombie to reap.
+                if _REGISTRY.active.is_set() or _dead_child_waiting():
+                    reap_orphans()
             except Exception:  # a reaper that dies silently would let zombies pile up
                 log.exception("orphan reaper pass failed")
 

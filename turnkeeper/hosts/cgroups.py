@@ -1,0 +1,424 @@
+"""A cgroup v2 per turn: the kernel itself keeps the list of a turn's processes.
+
+Where the machine allows it, a turn's host runs in a cgroup of its own,
+``<cgroup2 mount><our cgroup>/turnkeeper.turns/<turn>``. Whatever the host starts
+stays in it — a child that scrubbed its environment (``env -i``), left the process
+session (``setsid``), double-forked or ran under ``nohup`` alike: a process leaves a
+cgroup only by a write to another cgroup's ``cgroup.procs``, which needs the rights
+of the control plane. At the end of the turn everything in it is killed
+(``cgroup.kill``, or freeze and SIGKILL each member on kernels before 5.14) and the
+directory is removed.
+
+The host joins its cgroup before it can fork: it is spawned through a tiny exec
+wrapper (:data:`JOIN_AND_EXEC`) that writes ``0`` to ``cgroup.procs`` (moving the
+writer) and then ``exec``\\ s the real command, so pid and start time — the process
+identity the journal records — are the host's own. ``subprocess`` has no cgroup
+option, and ``preexec_fn`` is unsafe in a threaded program. The wrapper reports
+through a pipe whether it joined and, like ``subprocess`` itself, why an ``exec``
+failed.
+
+Nothing here fails a turn on its own: without a cgroup2 mount, without cgroup v2
+membership (v1 only), on a read-only or foreign hierarchy, :func:`create` raises
+:class:`CgroupUnavailableError` with the reason and the caller picks another containment
+(:mod:`turnkeeper.hosts.containment`). cgroup v2's "no internal processes" rule is
+kept by construction: ``turnkeeper.turns`` holds no process and no controller is
+ever enabled in a ``subtree_control`` here, so each turn's cgroup may hold processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+
+from turnkeeper.hosts._procfs import (
+    PROC,
+    ProcStat,
+    read_cmdline,
+    read_marker,
+    read_stat,
+    signal_exact,
+)
+
+log = logging.getLogger(__name__)
+
+MOUNTINFO = PROC / "self" / "mountinfo"
+OWN_CGROUP = PROC / "self" / "cgroup"
+TURNS_DIR = "turnkeeper.turns"
+# A leftover cgroup of a crashed control plane may sit under another cgroup than ours
+# (a service restarted in a new scope): the search for it is bounded.
+_SEARCH_MAX_DIRS = 20_000
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# An empty turn cgroup this old is a leftover nobody will join (see _prune_stale).
+_STALE_SECONDS = 120.0
+_PRUNE_MAX = 1000
+
+#: Run as ``python -I -S -c JOIN_AND_EXEC <cgroup.procs> <report fd> strict|lenient ARGS``.
+#: ``-I -S``: no site, no environment influence, ~10 ms. The report pipe is closed on
+#: exec, so EOF tells the control plane the command runs; SIGPIPE/SIGXFSZ go back to
+#: their defaults (the interpreter ignores them; ``subprocess`` would have restored them).
+JOIN_AND_EXEC = """
+import os, signal, sys
+procs, report, strict = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "strict"
+try:
+    with open(procs, "w") as f:
+        f.write("0")
+except OSError as exc:
+    os.write(report, ("unplaced %s\\n" % exc).encode(errors="replace"))
+    if strict:
+        os._exit(125)
+else:
+    os.write(report, b"placed\\n")
+os.set_inheritable(report, False)
+for name in ("SIGPIPE", "SIGXFSZ"):
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+try:
+    os.execvp(sys.argv[4], sys.argv[4:])
+except OSError as exc:
+    os.write(report, ("exec %d %s\\n" % (exc.errno or 0, exc.strerror or exc)).encode())
+    os._exit(127)
+"""
+
+
+class CgroupUnavailableError(Exception):
+    """No per-turn cgroup can be made here; ``str()`` says why."""
+
+
+@dataclass(frozen=True)
+class JoinReport:
+    """What the exec wrapper said: joined or not (and why), and an ``exec`` error."""
+
+    placed: bool
+    detail: str = ""
+    exec_error: OSError | None = None
+
+
+@dataclass(frozen=True)
+class Member:
+    """A process found in a turn's cgroup, as it was just before the kill."""
+
+    stat: ProcStat
+    marker: str | None
+    cmdline: str
+
+
+@dataclass(frozen=True)
+class CgroupEnd:
+    """What ending a turn's cgroup found and did."""
+
+    members: dict[int, Member]
+    survivors: list[int]
+    removed: bool
+    problem: str = ""  # why it was not removed, if it was not
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \\ooo.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def cgroup2_mount(mountinfo: str) -> tuple[Path, str] | None:
+    """The first cgroup2 mount in ``mountinfo`` text: (mount point, root it shows)."""
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if sep and right.split()[:1] == ["cgroup2"] and len(fields) >= 5:
+            return Path(_unescape(fields[4])), _unescape(fields[3])
+    return None
+
+
+def own_cgroup(proc_cgroup: str) -> str | None:
+    """Our cgroup v2 path, from the ``0::`` line of ``/proc/self/cgroup`` text."""
+    for line in proc_cgroup.splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+def cgroup_of(pid: int) -> str | None:
+    """The cgroup v2 path of a process, or None (gone, or no v2 membership)."""
+    try:
+        return own_cgroup((PROC / str(pid) / "cgroup").read_text())
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def in_our_turn_cgroup(pid: int) -> bool:
+    """True if the process sits in the cgroup of one of this process's turns (below
+    ``<our cgroup>/turnkeeper.turns``). Not for a control plane that itself runs in a
+    turn's cgroup: the processes it starts share that cgroup, and it is not theirs."""
+    path = cgroup_of(pid)
+    try:
+        own = own_cgroup(OWN_CGROUP.read_text())
+    except OSError:
+        return False
+    if path is None or own is None:
+        return False
+    return path.startswith(f"{own.rstrip('/')}/{TURNS_DIR}/")
+
+
+def turn_cgroup_name(turn_id: str) -> str:
+    """The directory name for a turn: the id itself when it is plainly safe, else a digest
+    (no ``/``, no ``.`` that could pass for an interface file such as ``cgroup.kill``)."""
+    if _SAFE_NAME.fullmatch(turn_id):
+        return turn_id
+    return "turn-" + sha256(turn_id.encode()).hexdigest()[:40]
+
+
+def _hierarchy() -> tuple[Path, Path]:
+    """(cgroup2 mount point, our own cgroup directory); ``CgroupUnavailableError`` if none."""
+    if not sys.platform.startswith("linux"):
+        raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
+    try:
+        mount = cgroup2_mount(MOUNTINFO.read_text())
+        own = own_cgroup(OWN_CGROUP.read_text())
+    except OSError as exc:
+        raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
+    if mount is None:
+        raise CgroupUnavailableError("no cgroup2 file system is mounted")
+    if own is None:
+        raise CgroupUnavailableError("this process has no cgroup v2 membership (cgroup v1 only)")
+    point, root = mount
+    if root not in ("/", own) and not own.startswith(root.rstrip("/") + "/"):
+        raise CgroupUnavailableError(f"our cgroup {own} is outside the mounted part {root}")
+    relative = own[len(root) :] if root != "/" else own
+    own_dir = point / relative.lstrip("/")
+    if not (own_dir / "cgroup.procs").exists():
+        raise CgroupUnavailableError(f"our cgroup {own_dir} is not visible under {point}")
+    return point, own_dir
+
+
+@dataclass(frozen=True)
+class TurnCgroup:
+    """One turn's cgroup directory."""
+
+    turn_id: str
+    path: Path
+
+    @property
+    def procs_file(self) -> Path:
+        return self.path / "cgroup.procs"
+
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def _tree(self) -> list[Path]:
+        """This cgroup and any it holds (an agent running as root may make some), deepest
+        first: the order ``rmdir`` needs."""
+        dirs: list[Path] = []
+        for root, subdirs, _ in os.walk(self.path):
+            dirs.extend(Path(root) / d for d in subdirs)
+        return [*sorted(dirs, key=lambda p: len(p.parts), reverse=True), self.path]
+
+    def pids(self) -> list[int]:
+        found: set[int] = set()
+        for cgroup in self._tree():
+            try:
+                found.update(int(p) for p in (cgroup / "cgroup.procs").read_text().split())
+            except FileNotFoundError:
+                continue  # removed meanwhile
+            except OSError as exc:
+                log.warning("cannot read the members of %s: %s", cgroup, exc)
+        return sorted(found)
+
+    def populated(self) -> bool:
+        try:
+            events = (self.path / "cgroup.events").read_text()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            log.warning("cannot read %s/cgroup.events: %s", self.path, exc)
+            return True  # unknown: never taken for empty
+        return "populated 1" in events.splitlines()
+
+    def _write(self, name: str, value: str) -> bool:
+        try:
+            (self.path / name).write_text(value)
+        except FileNotFoundError:
+            return False  # removed meanwhile, or a kernel without that file
+        except OSError as exc:
+            log.warning("cannot write %s to %s/%s: %s", value, self.path, name, exc)
+            return False
+        return True
+
+    def freeze(self) -> bool:
+        """Freeze every member (no more forks); False where the kernel has no freezer."""
+        return self._write("cgroup.freeze", "1")
+
+    def kill_all(self) -> bool:
+        """SIGKILL every member at once (kernel 5.14+); False where unsupported."""
+        return self._write("cgroup.kill", "1")
+
+    def remove(self) -> str:
+        """Remove the (unpopulated) cgroup; '' when gone, else why it is still there."""
+        for cgroup in self._tree():
+            try:
+                cgroup.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                return f"cannot remove {cgroup}: {exc}"
+        return ""
+
+
+def turns_dir() -> Path:
+    """``<our cgroup>/turnkeeper.turns``, made if needed (else ``CgroupUnavailableError``)."""
+    _, own_dir = _hierarchy()
+    parent = own_dir / TURNS_DIR
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise CgroupUnavailableError(f"cannot create {parent}: {exc.strerror or exc}") from None
+    if not os.access(parent, os.W_OK):
+        raise CgroupUnavailableError(f"{parent} is not writable by this process")
+    return parent
+
+
+def create(turn_id: str) -> TurnCgroup:
+    """A fresh (or this very turn's leftover) cgroup for ``turn_id``."""
+    parent = turns_dir()
+    _prune_stale(parent)
+    path = parent / turn_cgroup_name(turn_id)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise CgroupUnavailableError(f"cannot create {path}: {exc.strerror or exc}") from None
+    return TurnCgroup(turn_id, path)
+
+
+def _prune_stale(parent: Path) -> None:
+    """Remove empty turn cgroups older than :data:`_STALE_SECONDS`.
+
+    A control plane that was SIGKILLed and never restarted, or whose turn's processes
+    were ended by other means, leaves its cgroup behind; empty and that old, nobody
+    can still be joining it (a host joins within the wrapper's start-up), and there
+    is nothing in it to end. A populated one is never touched.
+    """
+    now = time.time()
+    try:
+        entries = list(os.scandir(parent))
+    except OSError as exc:
+        log.warning("cannot list %s: %s", parent, exc)
+        return
+    for entry in entries[:_PRUNE_MAX]:
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if now - entry.stat(follow_symlinks=False).st_mtime < _STALE_SECONDS:
+                continue
+        except OSError:
+            continue  # removed meanwhile
+        stale = TurnCgroup(entry.name, Path(entry.path))
+        if not stale.populated() and (problem := stale.remove()):
+            log.info("stale turn cgroup left in place: %s", problem)
+
+
+def find(turn_id: str) -> TurnCgroup | None:
+    """The cgroup a control plane made for ``turn_id``, if one is left: under our own
+    cgroup first, else anywhere in the hierarchy (a predecessor may have run elsewhere)."""
+    try:
+        point, own_dir = _hierarchy()
+    except CgroupUnavailableError:
+        return None
+    name = turn_cgroup_name(turn_id)
+    mine = own_dir / TURNS_DIR / name
+    if mine.is_dir():
+        return TurnCgroup(turn_id, mine)
+    for seen, (root, subdirs, _) in enumerate(os.walk(point)):
+        if seen >= _SEARCH_MAX_DIRS:
+            break
+        if Path(root).name == TURNS_DIR and name in subdirs:
+            return TurnCgroup(turn_id, Path(root) / name)
+    return None
+
+
+def end(cgroup: TurnCgroup, protected: set[int], timeout: float) -> CgroupEnd:
+    """Kill every member of ``cgroup``, wait (bounded) until it is empty, remove it.
+
+    Members are frozen first, so none can fork between the read of ``cgroup.procs``
+    and the kill, and the report names every process that was ended. Should a
+    protected pid (ourselves, an ancestor, init) have been moved into it, nothing is
+    frozen and members are killed one by one, never that one.
+    """
+    deadline = time.monotonic() + timeout
+    foreign = protected.intersection(cgroup.pids())
+    if not foreign:
+        cgroup.freeze()
+    members: dict[int, Member] = {}
+    while True:
+        for pid in cgroup.pids():
+            if pid in protected:
+                foreign.add(pid)
+            elif pid not in members and (stat := read_stat(pid)) is not None:
+                members[pid] = Member(stat, read_marker(pid), read_cmdline(pid))
+        if foreign or not cgroup.kill_all():
+            for member in members.values():
+                signal_exact(member.stat.pid, member.stat.start_time, signal.SIGKILL)
+        left = [pid for pid in cgroup.pids() if pid not in protected]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    if left or foreign:
+        why = f"processes survived SIGKILL: {left}" if left else f"holds ours: {sorted(foreign)}"
+        return CgroupEnd(members, left, removed=False, problem=why)
+    problem = cgroup.remove()
+    return CgroupEnd(members, [], removed=not problem, problem=problem)
+
+
+def read_join_report(fd: int, timeout: float) -> JoinReport | None:
+    """Read the exec wrapper's report from ``fd`` until EOF; None if ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    placed, detail, exec_error = False, "the wrapper reported nothing", None
+    for line in data.decode(errors="replace").splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "placed":
+            placed, detail = True, ""
+        elif word == "unplaced":
+            detail = rest
+        elif word == "exec":
+            code, _, message = rest.partition(" ")
+            exec_error = OSError(int(code) if code.isdigit() else 0, message)
+    return JoinReport(placed, detail, exec_error)
+
+
+def unavailable_reason() -> str | None:
+    """Why a turn here could not run in a cgroup of its own, or None if it can: makes
+    a probe cgroup, moves a real process into it and removes it again."""
+    import subprocess
+
+    try:
+        probe = create(f"probe-{os.getpid()}-{time.monotonic_ns()}")
+    except CgroupUnavailableError as exc:
+        return str(exc)
+    try:
+        done = subprocess.run(
+            ["sh", "-c", 'echo 0 > "$0"', str(probe.procs_file)],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+        if done.returncode != 0:
+            return f"cannot move a process into {probe.path}: {done.stderr.decode().strip()}"
+        return None
+    finally:
+        probe.remove()

@@ -1,0 +1,262 @@
+"""Containment: which processes a turn started, so that every one of them ends with it.
+
+Two paths; ``TURNKEEPER_CONTAINMENT`` (read from the control plane's environment
+when a host is spawned) picks one per turn:
+
+* ``cgroup`` — a cgroup v2 per turn (:mod:`turnkeeper.hosts.cgroups`). The host
+  joins it before it can fork; at the end of the turn everything in it is killed
+  and the cgroup removed. Nothing a process does without the control plane's rights
+  takes it out.
+* ``subreaper`` — the control plane is a child subreaper
+  (:mod:`turnkeeper.hosts.subreaper`): orphans it adopts while turns are in flight
+  are attributed by start time to the turns they may belong to and ended when the
+  last of those ends.
+* ``auto`` (the default) — ``cgroup`` when one can be made and joined here, else
+  ``subreaper`` if this process is one, else ``none``.
+
+Asking for ``cgroup`` or ``subreaper`` where it is not available is a spawn failure
+with the reason, never a silent downgrade. Whatever the path, the marker
+(``TURNKEEPER_TURN_ID``) and descendant search of :mod:`turnkeeper.hosts.process_tree`
+still runs, and :func:`turnkeeper.hosts.process_tree.kill_turn_processes` ends all of
+it: at host exit, on ``kill_tree()``, and in restart recovery (a leftover cgroup of
+the turn is found on disk). The path a turn used is reported as
+``HostOutcome.containment``. A host configured with ``kill_stragglers: false`` keeps
+what it left running; its cgroup stays until ``kill_turn_processes`` ends it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+from typing import Literal
+
+from turnkeeper.hosts import cgroups, subreaper
+from turnkeeper.hosts.base import HostSpawnFailed, ProcessIdentity
+from turnkeeper.hosts.cgroups import CgroupUnavailableError, TurnCgroup
+
+log = logging.getLogger(__name__)
+
+CONTAINMENT_ENV = "TURNKEEPER_CONTAINMENT"
+ContainmentKind = Literal["cgroup", "subreaper", "none"]
+_MODES = ("auto", "cgroup", "subreaper")
+# The exec wrapper starts an interpreter and writes one file: seconds are generous.
+_JOIN_TIMEOUT = 30.0
+
+_lock = threading.Lock()
+_live: dict[str, TurnCgroup] = {}  # turn id -> the cgroup this process made for it
+# Turns known here to have no cgroup on disk (spawned without one, or theirs was
+# removed): no need to search the hierarchy for them. Oldest first, bounded.
+_settled: dict[str, None] = {}
+_SETTLED_MAX = 4096
+
+
+def requested_mode() -> str:
+    """``TURNKEEPER_CONTAINMENT`` (default ``auto``); a spawn failure if it is not a mode."""
+    mode = os.environ.get(CONTAINMENT_ENV, "").strip().lower() or "auto"
+    if mode not in _MODES:
+        raise HostSpawnFailed(
+            f"{CONTAINMENT_ENV}={os.environ[CONTAINMENT_ENV]!r} is not one of {', '.join(_MODES)}",
+            details={"containment": "invalid"},
+        )
+    return mode
+
+
+class TurnContainment:
+    """The containment of one turn's host, from spawn to the end of the turn."""
+
+    def __init__(self, turn_id: str, mode: str, cgroup: TurnCgroup | None) -> None:
+        self.turn_id = turn_id
+        self.mode = mode
+        self.cgroup = cgroup
+        self.kind: ContainmentKind = "cgroup" if cgroup is not None else _fallback_kind()
+        self._report_r: int | None = None
+        self._report_w: int | None = None
+        if cgroup is not None:
+            self._report_r, self._report_w = os.pipe()
+
+    # --- spawning ---------------------------------------------------------------------
+
+    def command(self, args: list[str]) -> list[str]:
+        """The argv to spawn: ``args`` itself, or through the cgroup's exec wrapper."""
+        if self.cgroup is None or self._report_w is None:
+            return args
+        strictness = "strict" if self.mode == "cgroup" else "lenient"
+        wrapper = [sys.executable, "-I", "-S", "-c", cgroups.JOIN_AND_EXEC]
+        return [*wrapper, str(self.cgroup.procs_file), str(self._report_w), strictness, *args]
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return () if self._report_w is None else (self._report_w,)
+
+    def spawned(self) -> None:
+        """The child has its copy of the report pipe: close ours, so EOF can come."""
+        if self._report_w is not None:
+            os.close(self._report_w)
+            self._report_w = None
+
+    def confirm(self, proc: subprocess.Popen[bytes], program: str) -> None:
+        """Wait for the wrapper's report (bounded) and settle the turn's containment.
+
+        A wrapper that could not join the cgroup downgrades the turn to the next path
+        (``auto``) or, when ``cgroup`` was asked for, is a spawn failure; an ``exec``
+        that failed is the spawn failure ``subprocess`` itself would have raised.
+        """
+        if self._report_r is None:
+            return
+        try:
+            report = cgroups.read_join_report(self._report_r, _JOIN_TIMEOUT)
+        finally:
+            os.close(self._report_r)
+            self._report_r = None
+        if report is None:
+            proc.kill()
+            _discard(proc)
+            self.abandon()
+            raise HostSpawnFailed(f"the cgroup exec wrapper of {program!r} did not report")
+        if report.exec_error is not None:
+            _discard(proc)
+            self.abandon()
+            error = OSError(report.exec_error.errno, report.exec_error.strerror, program)
+            raise HostSpawnFailed(f"cannot start {program!r}: {error}", details={"args": [program]})
+        if report.placed:
+            return
+        cgroup = self.cgroup
+        assert cgroup is not None
+        if self.mode == "cgroup":
+            _discard(proc)
+            self.abandon()
+            raise HostSpawnFailed(
+                f"{CONTAINMENT_ENV}=cgroup, but the host cannot join {cgroup.path}: "
+                f"{report.detail}",
+                details={"containment": "cgroup", "reason": report.detail},
+            )
+        log.warning(
+            "turn %s: host not contained by %s (%s); using %s",
+            self.turn_id,
+            cgroup.path,
+            report.detail,
+            _fallback_kind(),
+        )
+        self._forget_cgroup()
+        self.kind = _fallback_kind()
+
+    def track(self, identity: ProcessIdentity) -> None:
+        """The host runs: its orphans are attributed to it from now on (if not contained)."""
+        if self.cgroup is None:
+            _settle(self.turn_id)
+        subreaper.turn_started(
+            self.turn_id, identity.start_time, candidate=self.kind == "subreaper"
+        )
+
+    def abandon(self) -> None:
+        """No host runs (a failed spawn): close the pipe, remove the unused cgroup."""
+        for fd in (self._report_r, self._report_w):
+            if fd is not None:
+                os.close(fd)
+        self._report_r = self._report_w = None
+        self._forget_cgroup()
+
+    def _forget_cgroup(self) -> None:
+        cgroup, self.cgroup = self.cgroup, None
+        if cgroup is None:
+            return
+        with _lock:
+            _live.pop(self.turn_id, None)
+        if cgroup.populated():
+            return  # someone is in it after all: kill_turn_processes ends and removes it
+        if problem := cgroup.remove():
+            log.warning("turn %s: %s", self.turn_id, problem)
+        else:
+            _settle(self.turn_id)
+
+    # --- the end ----------------------------------------------------------------------
+
+    def release(self) -> None:
+        """The turn is over. Called after the end-of-turn kill (or instead of it, for a
+        host configured to leave its stragglers: then its cgroup is left in place for a
+        later :func:`~turnkeeper.hosts.process_tree.kill_turn_processes`)."""
+        subreaper.turn_ended(self.turn_id, end_orphans=False)
+        with _lock:
+            _live.pop(self.turn_id, None)
+
+
+def _discard(proc: subprocess.Popen[bytes]) -> None:
+    """Collect a wrapper that exited without running the host, and close its pipes."""
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+_noted: set[str] = set()
+
+
+def _note_unavailable(why: str) -> None:
+    """Say once per reason (not once per turn) why turns here run without a cgroup."""
+    with _lock:
+        if why in _noted:
+            return
+        _noted.add(why)
+    log.info("turns run without a cgroup of their own (%s); using %s", why, _fallback_kind())
+
+
+def _fallback_kind() -> ContainmentKind:
+    return "subreaper" if subreaper.is_child_subreaper() else "none"
+
+
+def prepare(turn_id: str) -> TurnContainment:
+    """The containment for a turn about to be spawned, per ``TURNKEEPER_CONTAINMENT``."""
+    mode = requested_mode()
+    if mode == "subreaper":
+        if not subreaper.become_subreaper():
+            raise HostSpawnFailed(
+                f"{CONTAINMENT_ENV}=subreaper, but this process cannot become a child "
+                "subreaper (Linux prctl PR_SET_CHILD_SUBREAPER)",
+                details={"containment": "subreaper"},
+            )
+        return TurnContainment(turn_id, mode, None)
+    try:
+        if not sys.executable:
+            raise CgroupUnavailableError("no interpreter to run the cgroup exec wrapper")
+        cgroup = cgroups.create(turn_id)
+    except CgroupUnavailableError as why:
+        if mode == "cgroup":
+            raise HostSpawnFailed(
+                f"{CONTAINMENT_ENV}=cgroup, but no cgroup can be made for the turn: {why}",
+                details={"containment": "cgroup", "reason": str(why)},
+            ) from None
+        _note_unavailable(str(why))
+        return TurnContainment(turn_id, mode, None)
+    with _lock:
+        _live[turn_id] = cgroup
+        _settled.pop(turn_id, None)
+    return TurnContainment(turn_id, mode, cgroup)
+
+
+def turn_cgroup(turn_id: str) -> TurnCgroup | None:
+    """The cgroup of ``turn_id``: the one this process made, or one left on disk (a
+    crashed control plane's), or None."""
+    with _lock:
+        if turn_id in _settled:
+            return None
+        live = _live.get(turn_id)
+    if live is not None:
+        return live
+    return cgroups.find(turn_id)
+
+
+def forget(turn_id: str) -> None:
+    """``turn_id``'s cgroup was removed: drop it from this process's table."""
+    with _lock:
+        _live.pop(turn_id, None)
+    _settle(turn_id)
+
+
+def _settle(turn_id: str) -> None:
+    with _lock:
+        _settled[turn_id] = None
+        while len(_settled) > _SETTLED_MAX:
+            del _settled[next(iter(_settled))]
