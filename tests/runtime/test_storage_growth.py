@@ -22,6 +22,7 @@ import pytest
 from tests.runtime.inprocess_host import InProcessHost
 from turnkeeper.hosts import TurnRequest
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
+from turnkeeper.kernel.session import ProgressPolicy
 from turnkeeper.runtime.controller import Controller, ControllerConfig
 from turnkeeper.runtime.folder import kernel_folder
 from turnkeeper.runtime.goals import GoalService
@@ -108,7 +109,9 @@ def _run_batches(
 ) -> list[Usage]:
     """Run ``batches`` controller runs of ``size`` turns; the usage before and after each."""
     usages = [_usage(project.db)]
-    config = ControllerConfig(max_turns=size, host_loader=host.loader)
+    # The host completes nothing on purpose (storage per turn is measured, not progress).
+    idle = ProgressPolicy(max_turns_without_progress=1_000_000)
+    config = ControllerConfig(max_turns=size, host_loader=host.loader, progress=idle)
     for _ in range(batches):
         summary = Controller(project.store, config).run([project.session_id])
         assert (summary.turns, summary.failed_turns) == (size, 0)

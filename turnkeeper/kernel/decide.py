@@ -47,6 +47,7 @@ from turnkeeper.kernel.proposals import (
     RecordVisionCheckpoint,
     ReleaseClaim,
     RenewClaim,
+    ReportNoProgress,
     ResolveGate,
     RetireMonitor,
     SatisfyCriterion,
@@ -54,7 +55,7 @@ from turnkeeper.kernel.proposals import (
     UnblockTodo,
     UpdateAcceptance,
 )
-from turnkeeper.kernel.replan import pending_triggers, raise_obligations
+from turnkeeper.kernel.replan import pending_triggers, raise_obligations, report_no_progress
 
 _Rule = Callable[[GoalState, Any, datetime], list[GoalEvent]]
 
@@ -74,6 +75,7 @@ _RULES: dict[type[Any], _Rule] = {
     Note: _goal_rules.note,
     CloseGoal: _goal_rules.close_goal,
     Reassess: _reassess,
+    ReportNoProgress: report_no_progress,
     AddTodo: _todo_rules.add_todo,
     ClaimTodo: _todo_rules.claim_todo,
     RenewClaim: _todo_rules.renew_claim,

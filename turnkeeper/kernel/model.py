@@ -243,6 +243,9 @@ class ReplanTrigger(StrEnum):
     EVIDENCE_CONTRADICTED = "evidence_contradicted"
     EVIDENCE_STALE = "evidence_stale"
     SUCCESSOR_NEEDED = "successor_needed"
+    # A session's turns changed nothing in the kernel several times in a row
+    # (raised by ``ReportNoProgress``: the session kernel counts, the goal records).
+    NO_PROGRESS = "no_progress"
 
 
 class ObligationStatus(StrEnum):

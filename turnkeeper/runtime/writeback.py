@@ -33,7 +33,8 @@ from pydantic import JsonValue
 
 from turnkeeper.errors import AlreadyExists, TurnkeeperError
 from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide, evolve, parse_proposal
-from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence
+from turnkeeper.kernel.progress import made_progress
+from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence, checked_input
 from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
 from turnkeeper.runtime.workspace import git_revision
 
@@ -50,6 +51,9 @@ def claim_owner(session_id: str) -> str:
 class WriteBackResult:
     accepted: list[ProposalDecision] = field(default_factory=list)
     rejected: list[ProposalDecision] = field(default_factory=list)
+    # Whether the goal events written back are progress (kernel/progress.py): the
+    # session's progress guard counts the turns that are not.
+    progress: bool = False
 
 
 @dataclass
@@ -90,17 +94,25 @@ def prepare_write_back(
         exit_code, digest = _run_check(command, workspace)
         freshness = item.get("freshness_seconds")
         key = item.get("key")
-        evidence = RecordEvidence(
-            evidence_id=eid,
-            command=command,
-            key=key if isinstance(key, str) else None,
-            revision=git_revision(workspace),
-            exit_code=exit_code,
-            output_digest=digest,
-            freshness_seconds=freshness
-            if isinstance(freshness, int)
-            else DEFAULT_FRESHNESS_SECONDS,
-        )
+        try:
+            # The agent's key, command and freshness are held to the kernel's limits: one
+            # past them is this proposal's rejection, never a failed write-back.
+            with checked_input():
+                evidence = RecordEvidence(
+                    evidence_id=eid,
+                    command=command,
+                    key=key if isinstance(key, str) else None,
+                    revision=git_revision(workspace),
+                    exit_code=exit_code,
+                    output_digest=digest,
+                    freshness_seconds=freshness
+                    if isinstance(freshness, int)
+                    else DEFAULT_FRESHNESS_SECONDS,
+                )
+        except TurnkeeperError as error:
+            prepared.evidence_ids.remove(eid)
+            prepared.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
+            continue
         prepared.proposals.append((pid, evidence))
     raw_proposals = result.get("proposals")
     for n, raw in enumerate(raw_proposals if isinstance(raw_proposals, list) else []):
@@ -135,7 +147,14 @@ def decide_write_back(
                 evidence_ids=prepared.evidence_ids,
             )
             _decide_one(state, pid, complete, now, events, out)
+    out.progress = made_progress(events) or _already_progressed(out)
     return events, out
+
+
+def _already_progressed(out: WriteBackResult) -> bool:
+    """A write-back redone after a crash finds its proposals applied: the progress the
+    first attempt made is no less progress for having been made before."""
+    return any(d.reason in ("already applied", "already done") for d in out.accepted)
 
 
 def _decide_one(

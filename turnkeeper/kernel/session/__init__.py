@@ -82,10 +82,13 @@ from turnkeeper.kernel.session.planner import (
     plan_next_turn,
 )
 from turnkeeper.kernel.session.policy import (
+    PaceDecision,
+    ProgressPolicy,
     RecoveryDecision,
     RecoveryPolicy,
     backoff_delay,
     decide_recovery,
+    pace_next_turn,
 )
 from turnkeeper.kernel.session.records import (
     HOST_RECOVERY_SCHEMA_VERSION,
@@ -165,11 +168,13 @@ __all__ = [
     "LeaseToken",
     "LossProof",
     "NextTurn",
+    "PaceDecision",
     "PendingRecovery",
     "PlannedEffect",
     "ProbedFacts",
     "ProcessIdentity",
     "ProcessProbe",
+    "ProgressPolicy",
     "ProposalDecision",
     "Receipt",
     "ReceiptFailure",
@@ -233,6 +238,7 @@ __all__ = [
     "event_to_json",
     "evolve_session",
     "fold_session",
+    "pace_next_turn",
     "plan_effects",
     "plan_next_turn",
     "resolve_host_recovery",

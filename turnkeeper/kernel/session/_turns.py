@@ -215,7 +215,11 @@ def write_back(
         raise InvalidArgument("a proposal is listed twice", reason="duplicate_proposal")
     return [
         ev.WrittenBack(
-            turn_id=command.turn_id, accepted=command.accepted, rejected=command.rejected, at=now
+            turn_id=command.turn_id,
+            accepted=command.accepted,
+            rejected=command.rejected,
+            progress=command.progress,
+            at=now,
         )
     ]
 

@@ -1,5 +1,8 @@
-"""Bounded automatic recovery: recover a failed or lost turn now, wait out a backoff, or
-stop and mark the session crashed. Pure: the caller passes the time."""
+"""Bounded work: recover a failed or lost turn now, wait out a backoff, or stop and mark the
+session crashed (:func:`decide_recovery`); and before every turn, whatever its kind, the
+pace the policies allow (:func:`pace_next_turn`): host failures back off as one
+sequence, and a streak of turns that made no progress raises a replan obligation, then
+suspends the session. Pure: the caller passes the time."""
 
 from __future__ import annotations
 
@@ -32,6 +35,15 @@ class RecoveryPolicy(KernelModel):
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError("backoff_max_seconds must be >= backoff_base_seconds")
         return self
+
+
+class ProgressPolicy(KernelModel):
+    """The progress guard: how many completed turns in a row may change nothing in the
+    goal before a replan obligation is raised, and how many replan turns may then change
+    nothing before the session is suspended (``no_progress``)."""
+
+    max_turns_without_progress: int = Field(default=3, ge=1, le=1_000_000)
+    max_replans_without_progress: int = Field(default=2, ge=1, le=1_000_000)
 
 
 RecoveryAction = Literal["none", "recover_now", "wait", "crash"]
@@ -95,3 +107,48 @@ def decide_recovery(
         else "accept_continuation"
     )
     return RecoveryDecision(action="recover_now", reason=step, turn_id=pending.turn_id)
+
+
+PaceAction = Literal["go", "wait", "raise_replan", "suspend", "crash"]
+
+
+class PaceDecision(KernelModel):
+    action: PaceAction
+    reason: str
+    not_before: AwareDatetime | None = None
+
+
+def pace_next_turn(
+    session: SessionState,
+    recovery: RecoveryPolicy,
+    progress: ProgressPolicy,
+    now: datetime,
+    *,
+    no_progress_reported: bool,
+) -> PaceDecision:
+    """Whether the session may start its next turn now, whatever kind the planner picks.
+
+    Every bound lives here so no kind of turn escapes one: host failures in a row end
+    the session (``crash``) past the policy's limit and back off exponentially until
+    then — measured from the failed turn's end, for fresh turns and replans as much as
+    for continuations; a streak of idle turns first asks for a replan
+    (``raise_replan``: the caller reports it to the goal, which raises the obligation)
+    and, if the replans are idle too, or the streak outlasts both allowances, stops
+    the session (``suspend``, reason ``no_progress``). ``no_progress_reported`` says
+    whether the goal already has this streak's obligation (open or discharged).
+    """
+    failures = session.consecutive_host_failures
+    if failures > recovery.max_consecutive_host_failures:
+        return PaceDecision(action="crash", reason="consecutive_host_failures")
+    end = session.last_turn_end
+    if failures > 0 and end is not None and end.outcome == "failed":
+        not_before = end.at + backoff_delay(recovery, failures)
+        if now < not_before:
+            return PaceDecision(action="wait", reason="host_failure_backoff", not_before=not_before)
+    idle = session.turns_without_progress
+    allowed = progress.max_turns_without_progress + progress.max_replans_without_progress
+    if session.replans_without_progress >= progress.max_replans_without_progress or idle >= allowed:
+        return PaceDecision(action="suspend", reason="no_progress")
+    if idle >= progress.max_turns_without_progress and not no_progress_reported:
+        return PaceDecision(action="raise_replan", reason="no_progress")
+    return PaceDecision(action="go", reason="within_policy")
