@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import time
@@ -23,6 +22,7 @@ from benchmarks.noop_host import CrashAfterStartHost, SimulatedCrash
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel.session import NextTurn, SetStatus, plan_next_turn
 from turnkeeper.runtime.controller import Controller, ControllerConfig
+from turnkeeper.runtime.controller_identity import owner_name
 from turnkeeper.runtime.goals import goal_stream
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.sessions import session_stream
@@ -50,7 +50,7 @@ def dead_process() -> tuple[int, int]:
 
 def dead_owner(pid: int, start_time: int) -> str:
     """The lease-owner name a controller in that dead process would have had."""
-    return f"ctl:{socket.gethostname()}:{pid}:{start_time}"
+    return owner_name(pid, start_time)
 
 
 # -- the template ----------------------------------------------------------------------

@@ -18,7 +18,9 @@ def test_demo_completes_through_host_and_control_plane_kills() -> None:
     )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    assert "failed (signal)" in out  # the host SIGKILL became a failed turn ...
+    assert (
+        "failed (signal: host died (SIGKILL))" in out
+    )  # the host SIGKILL became a failed turn ...
     assert "resumed after failed turn" in out  # ... resolved through its recovery record
     assert "taking over the lease of dead controller" in out
     assert "killed_process" in out and "turn_marked_lost" in out

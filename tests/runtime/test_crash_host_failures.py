@@ -159,6 +159,7 @@ def test_host_failure_is_recorded_and_resumed_by_a_continuation(
         "turns": 3,
         "failed_turns": 1,
         "stops": {project.session_id: "goal_terminal"},
+        "reasons": {},
     }, outcome.run.describe()
     assert any("resumed after failed turn" in line for line in outcome.run.progress)
 

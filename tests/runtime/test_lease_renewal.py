@@ -12,6 +12,7 @@ from typing import Any
 from tests.runtime.inprocess_host import InProcessHost
 from turnkeeper.hosts import TurnRequest
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
+from turnkeeper.kernel.session import ProgressPolicy
 from turnkeeper.runtime.controller import Controller, ControllerConfig
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.sessions import SessionService
@@ -30,9 +31,14 @@ def test_short_turns_for_longer_than_the_lease_keep_running(tmp_path: Path) -> N
         session = SessionService(store).create("g", workspace, "inprocess")
         host = InProcessHost()
         lease = 1.0
-        controller = Controller(
-            store, ControllerConfig(lease_seconds=lease, max_turns=10_000, host_loader=host.loader)
+        config = ControllerConfig(
+            lease_seconds=lease,
+            max_turns=10_000,
+            host_loader=host.loader,
+            # The host completes nothing on purpose: this is about leases, not progress.
+            progress=ProgressPolicy(max_turns_without_progress=1_000_000),
         )
+        controller = Controller(store, config)
         # Stop once the run has lasted three leases: without renewal between turns
         # the first expiry would fence the controller off with ABORTED lease_expired.
         stopper = _stop_after(controller, seconds=3 * lease)

@@ -12,7 +12,6 @@ neither stop the others' recovery nor be swallowed.
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -23,11 +22,11 @@ import pytest
 
 from benchmarks.noop_host import CrashAfterStartHost, NoopHost, SimulatedCrash
 from tests.runtime.git_calls import git
-from turnkeeper.errors import Aborted
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
 from turnkeeper.runtime.controller import Controller, ControllerConfig
+from turnkeeper.runtime.controller_identity import owner_name
 from turnkeeper.runtime.folder import kernel_folder
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService, session_stream
@@ -68,7 +67,7 @@ class Crashed:
 
 def crash_turns(store: SqlEventStore, workspace: Path, dead: tuple[int, int], n: int) -> Crashed:
     """``n`` sessions, each with a turn in flight under a controller that is dead."""
-    owner = f"ctl:{socket.gethostname()}:{dead[0]}:{dead[1]}"
+    owner = owner_name(*dead)
     host = CrashAfterStartHost(dead_pid=dead[0], dead_start_time=dead[1])
     config = ControllerConfig(lease_seconds=LEASE_SECONDS, host_loader=host.loader)
     ctl = Controller(store, config, owner=owner)
@@ -179,7 +178,7 @@ def test_one_run_recovers_every_session_once(
         assert [a["kind"] for a in second["actions"]] == ["nothing_to_do"]
 
 
-def test_one_failing_session_does_not_stop_the_others_and_its_error_is_raised(
+def test_a_session_another_controller_holds_is_left_to_it_and_the_others_recover(
     store: SqlEventStore, tmp_path: Path, dead: tuple[int, int]
 ) -> None:
     workspace = tmp_path / "ws"
@@ -187,13 +186,13 @@ def test_one_failing_session_does_not_stop_the_others_and_its_error_is_raised(
     git(workspace, "init", "-q")
     crashed = crash_turns(store, workspace, dead, SESSIONS)
     # A session whose live lease belongs to a controller on another machine: no
-    # proof of its death is possible here, so acquiring it fails (ABORTED
-    # lease_held). It is first in line, so recovering one session after the other
-    # would stop before any of the rest.
+    # proof of its death is possible here, so it is that controller's to drive. It is
+    # first in line, so recovering one session after the other and stopping at the
+    # first refusal would leave all the rest unrecovered.
     other_machine = Controller(
         store,
         ControllerConfig(lease_seconds=LEASE_SECONDS),
-        owner="ctl:another-machine.example:4242:4242",
+        owner="ctl:another-machine.example:boot:4026531836:4242:4242",
     )
     other_machine.goals.create(CreateGoal(goal_id="goal-held", title="held elsewhere"))
     blocked = other_machine.sessions.create("goal-held", workspace, "noop").session_id
@@ -202,9 +201,9 @@ def test_one_failing_session_does_not_stop_the_others_and_its_error_is_raised(
 
     messages: list[str] = []
     ctl = restart(store, messages)
-    with pytest.raises(Aborted) as err:
-        ctl.run([blocked, *crashed.sessions])
-    assert err.value.reason == "lease_held"
+    summary = ctl.run([blocked, *crashed.sessions])
+    assert summary.stops[blocked] == "lease_held"
+    assert summary.reasons[blocked] == other_machine.owner
 
     for sid in crashed.sessions:
         assert_recovered_once(store, crashed, sid, ctl.owner)

@@ -3,40 +3,38 @@
 from __future__ import annotations
 
 import json
+import math
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_arg
-from turnkeeper.cli.output import console, print_json
+from turnkeeper.cli.arguments import check_run_options
+from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_object
+from turnkeeper.cli.output import console, print_json, safe
 from turnkeeper.cli.render_sessions import render_session, render_session_list, render_snapshots
 from turnkeeper.effects import split_host_config
-from turnkeeper.errors import InvalidArgument
+from turnkeeper.errors import FailedPrecondition, InvalidArgument
 from turnkeeper.hosts import load_host
-from turnkeeper.kernel.session import SessionState, SetStatus
-from turnkeeper.kernel.session.events import StatusAction
-from turnkeeper.runtime.controller import Controller, ControllerConfig, stop_on_signals
+from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
+from turnkeeper.runtime.controller import Controller, ControllerConfig
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.operations import OperationResult, Operations
+from turnkeeper.runtime.operator import OperatorActions, OperatorResult
 from turnkeeper.runtime.request_ids import check_request_id
 from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.snapshots import session_refs
+from turnkeeper.runtime.snapshots import is_repository, session_refs
+from turnkeeper.runtime.stopping import stop_on_signals
 
 session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
 
 
 def _host_config(text: str) -> dict[str, Any]:
-    if text.startswith("@"):
-        path = Path(text[1:])
-        if not path.is_file():
-            raise InvalidArgument(f"no such file: {path}", reason="missing_file")
-        text = path.read_text()
-    data = parse_json_arg("--host-config", text)
-    if not isinstance(data, dict):
-        raise InvalidArgument("--host-config must be a JSON object", reason="malformed_json")
-    return data
+    """The JSON object given inline, as ``@FILE`` or as ``-`` (stdin); see parse_json_arg."""
+    return parse_json_object("--host-config", text)
 
 
 @session_app.command("create")
@@ -44,7 +42,7 @@ def _host_config(text: str) -> dict[str, Any]:
 def session_create(
     goal_id: str,
     host: str = typer.Option("scripted", help="Host kind: subprocess, python, scripted, ..."),
-    host_config: str = typer.Option("{}", help="Host configuration as JSON, or @FILE."),
+    host_config: str = typer.Option("{}", help="Host configuration as JSON, @FILE or - (stdin)."),
     workspace: Path = typer.Option(Path("."), help="The git worktree the agent works in."),
     request_id: str | None = typer.Option(
         None,
@@ -52,9 +50,16 @@ def session_create(
         help="Client request id: a retry with the same id and arguments returns the same "
         "session. Default: a new id, printed.",
     ),
+    no_snapshots: bool = typer.Option(
+        False,
+        "--no-snapshots",
+        help="Take no workspace snapshot at completed turns (a workspace that is not a git "
+        "repository); the session cannot be reverted.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Bind an agent host to a goal and a workspace."""
+    """Bind an agent host to a goal and a workspace (the top of a git repository, or
+    any directory with --no-snapshots)."""
     # Generated when omitted, and printed: the caller can still retry under it.
     rid = request_id if request_id is not None else str(uuid.uuid4())
     check_request_id(rid)
@@ -66,12 +71,25 @@ def session_create(
     load_host(host, split_host_config(config))  # as the driver loads it
     with open_project_store() as (_, store):
         GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
-        state = SessionService(store).create(goal_id, workspace, host, config, request_id=rid)
+        if not no_snapshots and not is_repository(workspace):
+            # Snapshots (and so revert) need the top of a git repository: without one
+            # every turn would complete unsnapshotted, and nothing would say so.
+            raise FailedPrecondition(
+                f"workspace {workspace} is not the top of a git repository: make it one "
+                f"(`git init {workspace}`), or pass --no-snapshots to work without snapshots",
+                reason="workspace_not_git",
+                details={"workspace": str(workspace)},
+            )
+        state = SessionService(store).create(
+            goal_id, workspace, host, config, request_id=rid, snapshots=not no_snapshots
+        )
     if as_json:
         print_json({**state.model_dump(mode="json"), "request_id": rid})
     else:
+        snapshots = "" if state.snapshots else ", snapshots off"
         console.print(
-            f"created session [bold]{state.session_id}[/] on goal {goal_id} (request {rid})"
+            f"created session [bold]{safe(state.session_id)}[/] on goal {safe(goal_id)} "
+            f"(request {safe(rid)}){snapshots}"
         )
 
 
@@ -100,21 +118,35 @@ def session_list(as_json: bool = JsonOption) -> None:
         render_session_list(states)
 
 
-def _operator_status(
-    session_id: str, action: StatusAction, reason: str
-) -> tuple[str, SessionState | None]:
-    """An operator's status change under a short-lived lease of this command's own."""
-    with open_project_store() as (_, store):
-        controller = Controller(store)
-        sid = controller.sessions.resolve_id(session_id)
-        token = controller.acquire(sid)
-        try:
-            done = controller.sessions.execute(
-                sid, SetStatus(lease=token, action=action, reason=reason)
-            )
-        finally:
-            controller.release(sid)
-    return sid, done.state
+def check_seconds(option: str, value: float, *, low: float, high: float) -> None:
+    if not (math.isfinite(value) and low <= value <= high):
+        raise InvalidArgument(
+            f"{option} must be between {low} and {high} seconds, not {value}",
+            reason="out_of_range",
+            details={"option": option},
+        )
+
+
+def _print_operator(result: OperatorResult, as_json: bool, said: str) -> None:
+    if as_json:
+        print_json(
+            {
+                **result.state.model_dump(mode="json"),
+                "taken_from": result.taken_from,
+                "ended_turn": result.ended_turn,
+                "killed_pids": result.killed_pids,
+                "released_todos": result.released_todos,
+            }
+        )
+        return
+    console.print(f"{said} session [bold]{result.state.session_id}[/] ({result.state.status})")
+    if result.taken_from:
+        console.print(f"  took the session over from {safe(result.taken_from)}")
+    if result.ended_turn:
+        pids = ", ".join(map(str, result.killed_pids)) or "none left running"
+        console.print(f"  abandoned turn {result.ended_turn}; ended host processes: {pids}")
+    if result.released_todos:
+        console.print(f"  released the claims on {safe(', '.join(result.released_todos))}")
 
 
 @session_app.command("stop")
@@ -124,12 +156,27 @@ def session_stop(
     reason: str = typer.Option("stopped by operator", help="Recorded with the stop."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Suspend a session (abandoning a turn in flight); `run` leaves it alone until resumed."""
-    sid, state = _operator_status(session_id, "stop", reason)
-    if as_json:
-        print_json(state)
-    else:
-        console.print(f"stopped session [bold]{sid}[/]")
+    """Suspend a session now: end its running host, abandon the turn, release its todos.
+
+    Works while `run` drives the session (that run lets it go and goes on with the
+    others). `run` leaves a stopped session alone until `session resume`.
+    """
+    with open_project_store() as (_, store):
+        result = OperatorActions(store).stop(session_id, reason)
+    _print_operator(result, as_json, "stopped")
+
+
+@session_app.command("resume")
+@handles_errors
+def session_resume(
+    session_id: str,
+    reason: str = typer.Option("resumed by operator", help="Recorded with the resume."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Bring a stopped, suspended, crashed or reverted session back to ready for `run`."""
+    with open_project_store() as (_, store):
+        result = OperatorActions(store).resume(session_id, reason)
+    _print_operator(result, as_json, "resumed")
 
 
 @session_app.command("snapshots")
@@ -165,11 +212,12 @@ def session_crash(
     as_json: bool = JsonOption,
 ) -> None:
     """Mark a session crashed (an operator's call): `session revert` can then restore it."""
-    sid, state = _operator_status(session_id, "mark_crashed", reason)
+    with open_project_store() as (_, store):
+        result = OperatorActions(store).crash(session_id, reason)
     if as_json:
-        print_json(state)
+        print_json(result.state)
     else:
-        console.print(f"marked session [bold]{sid}[/] crashed")
+        console.print(f"marked session [bold]{result.state.session_id}[/] crashed")
 
 
 RequestIdOption = typer.Option(..., "--request-id", help="Client request id: a retry joins it.")
@@ -204,7 +252,7 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
     state = done.session
     console.print(
         f"{done.result}: session [bold]{state.session_id}[/] is {state.status} "
-        f"(request {done.request_id})"
+        f"(request {safe(done.request_id)})"
     )
 
 
@@ -222,11 +270,13 @@ def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(record.as_json())
         return
-    console.print(f"[bold]operation {record.request_id}[/]  {record.kind}  {record.status}")
+    console.print(f"[bold]operation {safe(record.request_id)}[/]  {record.kind}  {record.status}")
     console.print(f"  session {record.session_id}  generation {record.generation}")
     if record.root_request_id != record.request_id:
-        console.print(f"  joined {record.root_request_id}")
-    console.print(f"  steps {', '.join(record.steps) or '-'}  outcome {record.outcome or '-'}")
+        console.print(f"  joined {safe(record.root_request_id)}")
+    console.print(
+        f"  steps {safe(', '.join(record.steps) or '-')}  outcome {safe(record.outcome or '-')}"
+    )
 
 
 @handles_errors
@@ -235,35 +285,86 @@ def run(
     max_turns: int = typer.Option(0, help="Stop after this many turns (0: no limit)."),
     lease: float = typer.Option(120.0, help="Session lease length in seconds."),
     host_timeout: int = typer.Option(3600, help="Seconds a host may run one turn."),
+    idle_turns: int = typer.Option(
+        3,
+        min=1,
+        max=1000,
+        help="Turns in a row that change nothing in the goal before a replan is raised.",
+    ),
+    idle_replans: int = typer.Option(
+        2,
+        min=1,
+        max=1000,
+        help="Replan turns in a row that change nothing before the session is suspended.",
+    ),
+    host_failures: int = typer.Option(
+        5, min=1, max=1000, help="Host failures in a row before the session is marked crashed."
+    ),
+    backoff: float = typer.Option(
+        5.0, help="Seconds to wait after a first host failure; doubles with each one in a row."
+    ),
+    max_turn_events: int = typer.Option(
+        10_000, min=1, max=1_000_000, help="Host events journaled per turn; the rest is counted."
+    ),
+    max_turn_output_bytes: int = typer.Option(
+        4 * 1024 * 1024,
+        min=1024,
+        max=1024**3,
+        help="Bytes of host output journaled per turn; the rest is counted and digested.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Recover every in-flight turn, then drive sessions until their goals are done."""
+    """Recover every in-flight turn, then drive sessions until their goals are done.
+
+    A session stops by itself when its goal passes the terminal audit, a gate blocks,
+    its host keeps failing (backing off in between), or its turns make no progress
+    (a replan is raised first); `status` and the summary say why.
+    """
+    check_run_options(lease=lease, host_timeout=host_timeout, max_turns=max_turns)
+    check_seconds("--backoff", backoff, low=0.1, high=3600.0)
     config = ControllerConfig(
-        lease_seconds=lease, host_timeout_seconds=host_timeout, max_turns=max_turns or None
+        lease_seconds=lease,
+        host_timeout_seconds=host_timeout,
+        max_turns=max_turns or None,
+        policy=RecoveryPolicy(
+            max_attempts=4,
+            backoff_base_seconds=backoff,
+            backoff_max_seconds=max(300.0, backoff),
+            max_consecutive_host_failures=host_failures,
+        ),
+        progress=ProgressPolicy(
+            max_turns_without_progress=idle_turns, max_replans_without_progress=idle_replans
+        ),
+        turn_limits=TurnLimits(max_events=max_turn_events, max_output_bytes=max_turn_output_bytes),
     )
+    printing = threading.Lock()  # progress comes from recovery threads too: whole lines
 
     def progress(line: str) -> None:
-        if as_json:
-            print(json.dumps({"progress": line}), flush=True)
-        else:
-            console.print(f"[dim]>[/] {line}")
+        with printing:
+            if as_json:
+                print(json.dumps({"progress": line}), flush=True)
+            else:
+                console.print(f"[dim]>[/] {safe(line)}")
 
     with open_project_store() as (_, store):
         controller = Controller(store, config, progress=progress)
         ids = [controller.sessions.resolve_id(s) for s in session] or None
-        with stop_on_signals(controller):
+        with stop_on_signals(controller, announce=progress):
             summary = controller.run(ids)
     if as_json:
         summary_json = {
             "turns": summary.turns,
             "failed_turns": summary.failed_turns,
             "stops": summary.stops,
+            "reasons": summary.reasons,
         }
         print_json(summary_json, one_line=True)  # the last of run's JSON lines
     else:
         console.print(f"ran {summary.turns} turns ({summary.failed_turns} failed)")
         for sid, why in summary.stops.items():
-            console.print(f"  session {sid[:8]}: {why}")
+            reason = summary.reasons.get(sid)
+            shown = f"{why} ({reason})" if reason and reason != why else why
+            console.print(f"  session {sid[:8]}: {safe(shown)}")
 
 
 @handles_errors

@@ -2,34 +2,36 @@
 
 ``run`` first applies the recovery table to every session it drives, then runs
 turns until each goal passes its terminal audit (and is closed with a structured
-no-follow-up), a gate blocks, the turn budget is spent, the recovery policy
-gives up, or a signal asks it to stop. SIGINT/SIGTERM stop after the turn in
-flight reaches its durable end; a second signal exits at once (the next ``run``
-recovers that turn as lost).
+no-follow-up), a gate blocks, the turn budget is spent, a policy stops the session
+(host failures, no progress: ``kernel/session/policy.py``), an operator takes it
+over, or a signal asks it to stop (``runtime/stopping.py``).
+
+Every lease the controller holds is renewed for as long as it holds it, so a long
+turn on one session never costs another session its lease; a session whose lease
+was taken over (``session stop`` from another shell, a controller that outlived its
+lease) is dropped from this run, the others go on.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Literal
 
-from turnkeeper.errors import Aborted, TurnkeeperError
+from turnkeeper.errors import Aborted, FailedPrecondition, TurnkeeperError
 from turnkeeper.hosts import load_host, process_tree
-from turnkeeper.kernel.model import NoFollowUpReason
-from turnkeeper.kernel.proposals import CloseGoal
+from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.kernel.model import NoFollowUpReason, ObligationStatus, ReplanTrigger
+from turnkeeper.kernel.proposals import CloseGoal, ReportNoProgress
 from turnkeeper.kernel.session import (
     AcquireLease,
     LeaseToken,
+    ProgressPolicy,
     RecoveryPolicy,
     ReleaseLease,
     RenewLease,
@@ -37,8 +39,12 @@ from turnkeeper.kernel.session import (
     SetStatus,
     Stop,
     decide_recovery,
+    pace_next_turn,
     plan_next_turn,
 )
+from turnkeeper.kernel.session.events import StatusAction
+from turnkeeper.runtime.claims import release_session_claims
+from turnkeeper.runtime.controller_identity import controller_owner, owner_is_dead
 from turnkeeper.runtime.driver import DriverConfig, HostLoader, TurnDriver
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.planning import goal_view
@@ -47,27 +53,23 @@ from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.snapshots import sha256_file
 from turnkeeper.store.base import EventStore
 
+__all__ = [
+    "Controller",
+    "ControllerConfig",
+    "RunSummary",
+    "artifact_damage",
+    "controller_owner",
+    "owner_is_dead",
+]
+
 Progress = Callable[[str], None]
 # Sessions recovered at once on restart (threads: the work is probes and commits).
 RECOVERY_WORKERS = 8
-
-
-def controller_owner() -> str:
-    """This controller's lease owner name: host, pid and start time, so a successor
-    on the same machine can prove it dead and take its leases over at once."""
-    me = process_tree.identify(os.getpid(), "controller")
-    return f"ctl:{socket.gethostname()}:{me.pid}:{me.start_time}"
-
-
-def owner_is_dead(owner: str) -> bool:
-    parts = owner.split(":")
-    if len(parts) != 4 or parts[0] != "ctl" or parts[1] != socket.gethostname():
-        return False  # another machine's controller: only its lease expiry can tell
-    pid, start = parts[2], parts[3]
-    if not (pid.isdigit() and start.isdigit()):
-        return False
-    stat = process_tree.read_stat(int(pid))
-    return stat is None or stat.start_time != int(start) or stat.dead
+# Why a session stopped being driven because it changed under this controller.
+_TAKEN_FROM_US = frozenset({"stale_lease", "lease_held"})
+_CHANGED_UNDER_US = frozenset(
+    {"session_suspended", "session_crashed", "session_closed", "session_deleted"}
+)
 
 
 def artifact_damage(session: SessionState) -> str | None:
@@ -95,9 +97,11 @@ class ControllerConfig:
     lease_seconds: float = 120.0
     host_timeout_seconds: int = 3600
     policy: RecoveryPolicy = field(default_factory=lambda: RecoveryPolicy(max_attempts=4))
+    progress: ProgressPolicy = field(default_factory=ProgressPolicy)
     max_turns: int | None = None
     close_goal_when_terminal: bool = True
     host_loader: HostLoader = load_host
+    turn_limits: TurnLimits = field(default_factory=TurnLimits)
 
 
 @dataclass
@@ -105,6 +109,26 @@ class RunSummary:
     turns: int = 0
     failed_turns: int = 0
     stops: dict[str, str] = field(default_factory=dict)  # session id -> why it stopped
+    # session id -> the typed reason behind a stop, where there is one
+    # (``crashed``: recovery_attempts_exhausted; ``lease_lost``: who took it over).
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def stop(self, session_id: str, why: str, reason: str = "") -> None:
+        self.stops[session_id] = why
+        if reason:
+            self.reasons[session_id] = reason
+
+
+@dataclass(frozen=True)
+class _Next:
+    """What one step of a session decided: go on, wait until a time, or stop."""
+
+    stop: str | None = None
+    reason: str = ""
+    not_before: datetime | None = None
+
+
+_GO_ON = _Next()
 
 
 class Controller:
@@ -126,6 +150,7 @@ class Controller:
             lease_seconds=self.config.lease_seconds,
             host_timeout_seconds=self.config.host_timeout_seconds,
             host_loader=self.config.host_loader,
+            turn_limits=self.config.turn_limits,
         )
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
         self.recovery = SessionRecovery(self.sessions, self.goals, self.driver, self.token)
@@ -136,11 +161,26 @@ class Controller:
     def request_stop(self) -> None:
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     # --- leases ----------------------------------------------------------------------
 
-    def acquire(self, session_id: str, purpose: Literal["work", "delete"] = "work") -> LeaseToken:
+    def acquire(
+        self,
+        session_id: str,
+        purpose: Literal["work", "delete"] = "work",
+        *,
+        take_over_live: str | None = None,
+    ) -> LeaseToken:
         """The session's lease for this controller, taking over a holder proven dead.
-        A closed session grants one only to delete it (``purpose="delete"``)."""
+
+        A closed session grants one only to delete it (``purpose="delete"``).
+        ``take_over_live`` (an operator's reason, e.g. ``session stop``) takes over a
+        live holder too: its next write is fenced off. The lease is renewed from now
+        on until :meth:`release`.
+        """
         until = self.sessions.now() + timedelta(seconds=self.config.lease_seconds)
         try:
             done = self.sessions.execute(
@@ -148,9 +188,15 @@ class Controller:
             )
         except Aborted as held:
             previous = str(held.details.get("owner", ""))
-            if held.reason != "lease_held" or not owner_is_dead(previous):
+            if held.reason != "lease_held":
                 raise
-            self._progress(f"taking over the lease of dead controller {previous}")
+            if take_over_live is not None:
+                proof = f"taken over from live {previous}: {take_over_live}"
+            elif owner_is_dead(previous):
+                proof = f"process {previous} is gone"
+                self._progress(f"taking over the lease of dead controller {previous}")
+            else:
+                raise
             token = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
             done = self.sessions.execute(
                 session_id,
@@ -159,20 +205,28 @@ class Controller:
                     expires_at=until,
                     purpose=purpose,
                     takeover_from=token,
-                    takeover_proof=f"process {previous} is gone",
+                    takeover_proof=proof[:2000],
                 ),
             )
         assert done.state is not None
         token = LeaseToken(owner=self.owner, epoch=done.state.lease.epoch)
+        if session_id not in self._tokens:
+            self.driver.lease_keeper.hold(session_id)
         self._tokens[session_id] = token
         return token
 
     def release(self, session_id: str) -> None:
         token = self._tokens.pop(session_id, None)
         if token is not None:
+            self.driver.lease_keeper.drop(session_id)
             # Fenced off already means nothing of ours is left to release.
             with suppress(TurnkeeperError):
                 self.sessions.execute(session_id, ReleaseLease(lease=token))
+
+    def _forget(self, session_id: str) -> None:
+        """Stop renewing a lease that is no longer ours (taken over): nothing to release."""
+        if self._tokens.pop(session_id, None) is not None:
+            self.driver.lease_keeper.drop(session_id)
 
     # --- the loop --------------------------------------------------------------------
 
@@ -182,54 +236,85 @@ class Controller:
             s.session_id for s in self.sessions.list() if s.status in ("ready", "running")
         ]
         summary = RunSummary()
-        active: list[str] = []
         try:
-            active.extend(self._recover_all(ids))
-            while active and not self._stop.is_set():
-                for sid in list(active):
-                    why = self._step(sid, summary)
-                    if why is not None:
-                        summary.stops[sid] = why
-                        active.remove(sid)
-                    if self._stop.is_set() or self._budget_spent(summary):
-                        break
-                if self._budget_spent(summary):
-                    for sid in active:
-                        summary.stops[sid] = "budget"
-                    break
-            for sid in active:
-                summary.stops.setdefault(sid, "signalled")
+            active = self._recover_all(ids, summary)
+            self._drive(active, summary)
         finally:
             for sid in list(self._tokens):
                 self.release(sid)
         return summary
 
-    def _recover_all(self, ids: list[str]) -> list[str]:
+    def _drive(self, active: list[str], summary: RunSummary) -> None:
+        """Turns round-robin over ``active`` until every session stopped (or we must).
+
+        A session waiting out a backoff is skipped until its time; when every session
+        waits, the loop sleeps until the earliest is due (a signal still wakes it).
+        """
+        waiting: dict[str, datetime] = {}
+        while active and not self._stop.is_set():
+            ran = False
+            for sid in list(active):
+                if self._stop.is_set() or self._budget_spent(summary):
+                    break
+                due = waiting.get(sid)
+                if due is not None and due > self.sessions.now():
+                    continue
+                waiting.pop(sid, None)
+                step = self._step_safely(sid, summary)
+                if step.stop is not None:
+                    summary.stop(sid, step.stop, step.reason)
+                    active.remove(sid)
+                elif step.not_before is not None:
+                    waiting[sid] = step.not_before
+                else:
+                    ran = True
+            if self._budget_spent(summary):
+                for sid in active:
+                    summary.stop(sid, "budget")
+                return
+            if active and not ran and waiting:
+                pause = (min(waiting.values()) - self.sessions.now()).total_seconds()
+                self._stop.wait(max(pause, 0.0))
+        for sid in active:
+            summary.stops.setdefault(sid, "signalled")
+
+    def _recover_all(self, ids: list[str], summary: RunSummary) -> list[str]:
         """Take each session's lease and apply the recovery table to it, several sessions
         at a time: their probes (git, /proc) overlap, and their commits share the
         store's group commit — after a crash with many turns in flight, restart time
         is what they have in flight, not one fsync and one probe after another.
+        A session another live controller holds is left to it (reported, not fatal).
         Sessions are independent, so the order they finish in does not matter; the
-        first error is raised once every session got its chance."""
+        first other error is raised once every session got its chance."""
 
-        def recover(sid: str) -> str:
-            self.acquire(sid)
+        def recover(sid: str) -> str | None:
+            try:
+                self.acquire(sid)
+            except Aborted as held:
+                if held.reason != "lease_held":
+                    raise
+                owner = str(held.details.get("owner", "?"))
+                self._progress(f"session {sid[:8]}: driven by {owner}; left to it")
+                summary.stop(sid, "lease_held", owner)
+                return None
             report = self.recovery.recover(sid)
             kinds = ", ".join(a.kind for a in report.actions)
             self._progress(f"session {sid[:8]}: recovered ({kinds})")
             return sid
 
         if len(ids) <= 1:
-            return [recover(sid) for sid in ids]
-        workers = min(RECOVERY_WORKERS, len(ids))
-        with ThreadPoolExecutor(workers, thread_name_prefix="turnkeeper-recovery") as pool:
-            futures = [pool.submit(recover, sid) for sid in ids]
-            wait(futures)
-        for future in futures:
-            error = future.exception()
-            if error is not None:
-                raise error
-        return [future.result() for future in futures]
+            recovered = [recover(sid) for sid in ids]
+        else:
+            workers = min(RECOVERY_WORKERS, len(ids))
+            with ThreadPoolExecutor(workers, thread_name_prefix="turnkeeper-recovery") as pool:
+                futures = [pool.submit(recover, sid) for sid in ids]
+                wait(futures)
+            for future in futures:
+                error = future.exception()
+                if error is not None:
+                    raise error
+            recovered = [future.result() for future in futures]
+        return [sid for sid in recovered if sid is not None]
 
     def _budget_spent(self, summary: RunSummary) -> bool:
         return self.config.max_turns is not None and summary.turns >= self.config.max_turns
@@ -237,8 +322,8 @@ class Controller:
     def _keep_lease_fresh(self, session: SessionState) -> SessionState:
         """Renew the session's lease between turns once half of it is spent; the state after.
 
-        The driver renews it while a host runs; a run of many short turns must
-        renew it too, or it outlives its own lease and is fenced off.
+        The lease keeper renews it every third of its length; this covers a keeper
+        that fell behind (a stalled machine) before a turn is accepted on it.
         """
         lease = session.lease
         now = self.sessions.now()
@@ -250,45 +335,124 @@ class Controller:
         done = self.sessions.execute(sid, RenewLease(lease=self.token(sid), expires_at=until))
         return done.state if done.state is not None else self.sessions.load(sid)
 
-    def _step(self, sid: str, summary: RunSummary) -> str | None:
-        """Run one turn of a session; the reason it stopped, or None to go on."""
+    def _step_safely(self, sid: str, summary: RunSummary) -> _Next:
+        """One step; a session taken from us or changed under us stops, the rest go on."""
+        try:
+            return self._step(sid, summary)
+        except Aborted as lost:
+            if lost.reason == "lease_expired" and self._reacquire(sid):
+                return _GO_ON
+            if lost.reason not in (*_TAKEN_FROM_US, "lease_expired"):
+                raise
+            holder = self.sessions.load(sid).lease.owner or "nobody"
+            self._forget(sid)
+            self._progress(f"session {sid[:8]}: lease lost to {holder}; no longer driven here")
+            return _Next(stop="lease_lost", reason=f"{lost.reason}: {holder}")
+        except FailedPrecondition as changed:
+            if changed.reason not in _CHANGED_UNDER_US:
+                raise
+            self._progress(f"session {sid[:8]}: {changed.message}; no longer driven here")
+            return _Next(stop=changed.reason.removeprefix("session_"), reason=changed.reason)
+
+    def _reacquire(self, sid: str) -> bool:
+        """Our lease ran out (a stalled machine) and nobody took it: take it again, and
+        recover the session, whose turn may have been cut off mid-transaction."""
+        try:
+            self.acquire(sid)
+        except Aborted:
+            return False
+        self.recovery.recover(sid)
+        self._progress(f"session {sid[:8]}: lease had expired; taken again and recovered")
+        return True
+
+    def _step(self, sid: str, summary: RunSummary) -> _Next:
+        """Run at most one turn of a session, or say why it waits or stops."""
         session = self._keep_lease_fresh(self.sessions.load(sid))
         now = self.sessions.now()
         if session.recovery is not None and session.recovery.status == "awaiting_resolution":
             decision = decide_recovery(session, self.config.policy, now)
             if decision.action == "crash":
-                self.sessions.execute(
-                    sid,
-                    SetStatus(lease=self.token(sid), action="mark_crashed", reason=decision.reason),
-                )
-                self._progress(f"session {sid[:8]}: crashed ({decision.reason})")
-                return "crashed"
+                return self._halt(session, "mark_crashed", decision.reason)
             if decision.action == "wait" and decision.not_before is not None:
-                self._stop.wait((decision.not_before - now).total_seconds())
-                return None
+                return _Next(not_before=decision.not_before)
             if decision.action == "recover_now" and decision.turn_id is not None:
                 self.recovery.resolve_failed_turn(sid, decision.turn_id)
                 self._progress(f"session {sid[:8]}: resumed after failed turn {decision.turn_id}")
-                return None
+                return _GO_ON
         damaged = artifact_damage(session)
         if damaged is not None:
-            self.sessions.execute(
-                sid, SetStatus(lease=self.token(sid), action="mark_crashed", reason=damaged)
-            )
-            self._progress(f"session {sid[:8]}: crashed ({damaged})")
-            return "crashed"
+            return self._halt(session, "mark_crashed", damaged)
         goal = self.goals.load(session.goal_id)
         plan = plan_next_turn(session, goal_view(goal, sid, now), now)
         if isinstance(plan, Stop):
-            return self._stopped(sid, plan)
+            return _Next(stop=self._stopped(sid, plan))
+        pace = pace_next_turn(
+            session,
+            self.config.policy,
+            self.config.progress,
+            now,
+            no_progress_reported=self._no_progress_reported(session),
+        )
+        if pace.action == "crash":
+            return self._halt(session, "mark_crashed", pace.reason)
+        if pace.action == "suspend":
+            return self._halt(session, "suspend", pace.reason)
+        if pace.action == "wait" and pace.not_before is not None:
+            wait_s = (pace.not_before - now).total_seconds()
+            self._progress(f"session {sid[:8]}: backing off {wait_s:.1f}s after a host failure")
+            return _Next(not_before=pace.not_before)
+        if pace.action == "raise_replan":
+            self._report_no_progress(session)
+            plan = plan_next_turn(session, goal_view(self.goals.load(goal.goal.id), sid, now), now)
+            if isinstance(plan, Stop):
+                return _Next(stop=self._stopped(sid, plan))
         self._progress(f"session {sid[:8]}: {plan.kind} turn on {plan.todo_id or 'the goal'}")
         result = self.driver.run_turn(session, plan)
         summary.turns += 1
         if not result.succeeded:
             summary.failed_turns += 1
             kind = result.outcome.error_kind.value if result.outcome.error_kind else "?"
-            self._progress(f"session {sid[:8]}: turn {result.turn_id} failed ({kind})")
-        return None
+            detail = next(iter((result.outcome.message or "?").splitlines()), "?")[:200]
+            self._progress(f"session {sid[:8]}: turn {result.turn_id} failed ({kind}: {detail})")
+        return _GO_ON
+
+    # --- the progress guard ---------------------------------------------------------------
+
+    def _no_progress_reported(self, session: SessionState) -> bool:
+        """Whether the goal holds this idle streak's obligation (open or discharged)."""
+        streak = session.idle_since_turn
+        if streak is None:
+            return False
+        goal = self.goals.load(session.goal_id)
+        return any(
+            o.trigger is ReplanTrigger.NO_PROGRESS
+            and o.subject == session.session_id
+            and (o.fingerprint == streak or o.status is ObligationStatus.OPEN)
+            for o in goal.obligations.values()
+        )
+
+    def _report_no_progress(self, session: SessionState) -> None:
+        streak = session.idle_since_turn or "unknown"
+        turns = session.turns_without_progress
+        self.goals.submit(
+            session.goal_id,
+            ReportNoProgress(session_id=session.session_id, fingerprint=streak, turns=turns),
+        )
+        self._progress(
+            f"session {session.session_id[:8]}: no progress in {turns} turns; replan raised"
+        )
+
+    # --- stopping a session -------------------------------------------------------------
+
+    def _halt(self, session: SessionState, action: StatusAction, reason: str) -> _Next:
+        """Suspend or crash a session a policy stopped, and give its todos back."""
+        sid = session.session_id
+        self.sessions.execute(sid, SetStatus(lease=self.token(sid), action=action, reason=reason))
+        released = release_session_claims(self.goals, session.goal_id, sid)
+        freed = f"; released {', '.join(released)}" if released else ""
+        status = "crashed" if action == "mark_crashed" else "suspended"
+        self._progress(f"session {sid[:8]}: {status} ({reason}){freed}")
+        return _Next(stop=reason if action == "suspend" else "crashed", reason=reason)
 
     def _stopped(self, sid: str, plan: Stop) -> str:
         if plan.reason == "goal_terminal" and self.config.close_goal_when_terminal:
@@ -309,21 +473,3 @@ class Controller:
             )
         self._progress(f"session {sid[:8]}: stopped ({plan.reason}: {plan.message})")
         return plan.reason
-
-
-@contextmanager
-def stop_on_signals(controller: Controller) -> Iterator[None]:
-    """First SIGINT/SIGTERM: stop at the next durable boundary. Second: exit now."""
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        if controller._stop.is_set():
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-        controller.request_stop()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

@@ -13,9 +13,13 @@ A crash point sits after each step, so tests can SIGKILL the real process there.
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,13 @@ from turnkeeper.hosts import (
     load_host,
 )
 from turnkeeper.hosts import ProcessIdentity as HostProcess
+from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.hosts.output_cap import (
+    TRUNCATED_KIND,
+    OutputCap,
+    carries_meaning,
+    oversized_result,
+)
 from turnkeeper.kernel.proposals import ClaimTodo
 from turnkeeper.kernel.session import HostEvent as JournaledEvent
 from turnkeeper.kernel.session import (
@@ -64,6 +75,7 @@ from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.writeback import claim_owner, needs_outside_work, prepare_write_back
 
 EVENT_BATCH = 100
+log = logging.getLogger(__name__)
 DEFAULT_CONTRACT = InteractionContract(
     stop_condition="Stop when the todo is done or you need a human decision; report what you did."
 )
@@ -82,6 +94,17 @@ class DriverConfig:
     provider_loader: ProviderLoader = load_provider
     # Snapshots kept per session (None: TURNKEEPER_SNAPSHOT_RETAIN or 20).
     snapshot_retain: int | None = None
+    # What of a turn's output is journaled, and how large a result may be; handed
+    # to the host in the request and enforced here whatever the host does.
+    turn_limits: TurnLimits = field(default_factory=TurnLimits)
+
+
+@dataclass(frozen=True)
+class RunningHost:
+    turn_id: str
+    session_id: str
+    pid: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -119,6 +142,53 @@ def _artifact_path(result: dict[str, Any]) -> str | None:
     return path if isinstance(path, str) else None
 
 
+class _CappedEvents:
+    """The driver's own output cap, so the journal stays within the turn's limits
+    whatever a host does with ``TurnRequest.limits`` (see hosts/output_cap.py).
+
+    Journaled events are numbered here, contiguously, because the kernel refuses a
+    gap: an event kept after dropped ones gets the next journal seq instead of its
+    host seq. A host that honours the limits never has an event dropped here, so
+    its events keep their own seqs.
+    """
+
+    def __init__(self, limits: TurnLimits) -> None:
+        self._cap = OutputCap(limits)
+        self._seq = 0
+
+    def admit(self, event: HostEvent) -> HostEvent | None:
+        meaningful = carries_meaning(event.kind, event.data)
+        if not self._cap.admit(event.kind, event.data, meaningful=meaningful):
+            return None
+        self._seq += 1
+        return event if event.seq == self._seq else event.model_copy(update={"seq": self._seq})
+
+    def truncation(self) -> HostEvent | None:
+        """The ``output.truncated`` event for what this cap dropped (None: nothing)."""
+        data = self._cap.truncation()
+        if data is None:
+            return None
+        self._seq += 1
+        return HostEvent(seq=self._seq, kind=TRUNCATED_KIND, data=data)
+
+
+def _bounded_result(outcome: HostOutcome, limits: TurnLimits) -> HostOutcome:
+    """A result too large for the durable receipt fails the turn (``protocol``),
+    whichever host returned it."""
+    if outcome.status is not HostStatus.SUCCEEDED:
+        return outcome
+    why = oversized_result(outcome.result, limits)
+    if why is None:
+        return outcome
+    failed = outcome.model_dump() | {
+        "status": HostStatus.FAILED,
+        "error_kind": HostErrorKind.PROTOCOL,
+        "message": why,
+        "result": {},
+    }
+    return HostOutcome.model_validate(failed)
+
+
 def new_turn_id() -> str:
     return f"turn-{uuid.uuid4().hex[:16]}"
 
@@ -139,7 +209,12 @@ class TurnDriver:
         self._commits = TurnCommits(
             sessions.store, sessions.now, token, retain=self._config.snapshot_retain
         )
-        self._lease_keeper = LeaseKeeper(self._renew_lease, self._config.lease_seconds / 3)
+        # Renews every lease its owner holds (the controller holds each session's for
+        # the whole run) and, around a running host, the running session's.
+        self.lease_keeper = LeaseKeeper(self._renew_lease, self._config.lease_seconds / 3)
+        # Hosts running now, by turn id: what a second SIGINT ends (runtime/stopping.py).
+        self._running: dict[str, tuple[str, HostRun, float]] = {}
+        self._running_lock = threading.Lock()
 
     # --- one turn -------------------------------------------------------------------
 
@@ -182,8 +257,48 @@ class TurnDriver:
             durable=False,  # the recovery table finds the process by marker if this is lost
         )
         crash_point("host.started")
-        outcome = self._pump(session, envelope, run)
+        with self._tracking(sid, envelope.turn_id, run):
+            try:
+                outcome = self._pump(session, envelope, run)
+            except BaseException:
+                # The turn can no longer be journaled (fenced off, store gone, a
+                # signal): its host must not run on unwatched.
+                run.kill_tree()
+                raise
         return self._finish(session, envelope, outcome)
+
+    # --- the hosts running now -----------------------------------------------------------
+
+    @contextmanager
+    def _tracking(self, sid: str, turn_id: str, run: HostRun) -> Iterator[None]:
+        with self._running_lock:
+            self._running[turn_id] = (sid, run, time.monotonic())
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._running.pop(turn_id, None)
+
+    def running_hosts(self) -> list[RunningHost]:
+        """The hosts running now: which turn of which session, for how long."""
+        now = time.monotonic()
+        with self._running_lock:
+            items = list(self._running.items())
+        return [
+            RunningHost(turn_id=tid, session_id=sid, pid=run.identity.pid, seconds=now - since)
+            for tid, (sid, run, since) in items
+        ]
+
+    def kill_running_hosts(self) -> list[str]:
+        """End every running host's whole process tree (a second SIGINT); their turn ids."""
+        with self._running_lock:
+            items = list(self._running.items())
+        for turn_id, (_, run, _) in items:
+            try:
+                run.kill_tree()
+            except Exception:  # one tree that cannot be ended must not spare the others
+                log.exception("turn %s: ending the host's process tree failed", turn_id)
+        return [tid for tid, _ in items]
 
     def _claim(
         self, session: SessionState, envelope: TurnEnvelope
@@ -221,21 +336,29 @@ class TurnDriver:
             todo_id=envelope.todo_id,
             todo_title=todo_title,
             timeout_seconds=self._config.host_timeout_seconds,
+            limits=self._config.turn_limits,
         )
 
     def _pump(self, session: SessionState, envelope: TurnEnvelope, run: HostRun) -> HostOutcome:
         """Journal the host's events in order while it runs, renewing our lease meanwhile."""
         sid = session.session_id
-        with self._lease_keeper.keeping(sid):
+        capped = _CappedEvents(self._config.turn_limits)
+        with self.lease_keeper.keeping(sid):
             batch: list[HostEvent] = []
-            for event in run.events(after_seq=0):
+            for host_event in run.events(after_seq=0):
+                event = capped.admit(host_event)
+                if event is None:
+                    continue  # over the cap: counted and digested, not journaled
                 batch.append(event)
                 if len(batch) >= EVENT_BATCH or event.kind in ("session.bound", "result"):
                     self._journal(sid, envelope.turn_id, batch)
                     batch = []
+            truncated = capped.truncation()
+            if truncated is not None:
+                batch.append(truncated)
             if batch:
                 self._journal(sid, envelope.turn_id, batch)
-            return run.wait(timeout=None)
+            return _bounded_result(run.wait(timeout=None), self._config.turn_limits)
 
     def _journal(self, sid: str, turn_id: str, batch: list[HostEvent]) -> None:
         handle = next(
@@ -334,7 +457,7 @@ class TurnDriver:
             crash_point("written_back")
         effects = EffectsSummary()
         if plan_effects(receipt.result, envelope.idempotency_key):
-            with self._lease_keeper.keeping(sid):  # a provider may be slow to answer
+            with self.lease_keeper.keeping(sid):  # a provider may be slow to answer
                 effects = self._effects.settle(sid, envelope.turn_id)
         self._commits.complete(
             session, envelope, receipt.host_artifact_digest, _artifact_path(receipt.result)

@@ -1,11 +1,17 @@
-"""One thread per turn driver keeps the leases of the sessions whose hosts are running.
+"""One thread keeps every session lease a controller holds, for as long as it holds it.
 
-A host may run for hours, far longer than a lease; while it runs the driver thread
-is busy journaling its events, so another thread renews the session's lease every
-third of its length. Starting a thread for each turn cost ~0.16 ms a turn — a
-twentieth of a no-op turn — so one thread serves every session of the driver, sleeps
-until the earliest renewal is due, and ends after a second with nothing to keep (the
-next turn starts it again).
+A host may run for hours, far longer than a lease, and while one session's turn runs
+the controller's other sessions wait their turn: every lease the controller holds must
+be renewed meanwhile, or one long turn costs the other sessions their leases and the
+controller fences itself off (``lease_expired``). So a lease is *held* from the moment
+it is acquired until it is released (:meth:`LeaseKeeper.hold` / :meth:`drop`), and a
+block may also keep one for its own duration (:meth:`keeping`, used by the driver
+around a running host); holds are counted, so both may overlap.
+
+Starting a thread for each turn cost ~0.16 ms a turn — a twentieth of a no-op turn —
+so one thread serves every session, sleeps until the earliest renewal is due
+(a third of the lease), and ends after a second with nothing to keep (the next hold
+starts it again).
 """
 
 from __future__ import annotations
@@ -26,26 +32,45 @@ class LeaseKeeper:
         self._renew = renew
         self._period = period_seconds
         self._due: dict[str, float] = {}  # session id -> monotonic time of its next renewal
+        self._holds: dict[str, int] = {}  # session id -> how many holders keep it
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    @contextmanager
-    def keeping(self, session_id: str) -> Iterator[None]:
-        """Renew ``session_id``'s lease every period until the block ends."""
+    def hold(self, session_id: str) -> None:
+        """Renew ``session_id``'s lease every period until as many :meth:`drop` calls."""
         with self._changed:
-            self._due[session_id] = time.monotonic() + self._period
+            self._holds[session_id] = self._holds.get(session_id, 0) + 1
+            self._due.setdefault(session_id, time.monotonic() + self._period)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="turnkeeper-lease-keeper", daemon=True
                 )
                 self._thread.start()
             self._changed.notify()
+
+    def drop(self, session_id: str) -> None:
+        with self._changed:
+            left = self._holds.get(session_id, 0) - 1
+            if left > 0:
+                self._holds[session_id] = left
+                return
+            self._holds.pop(session_id, None)
+            self._due.pop(session_id, None)
+            self._changed.notify()
+
+    def held(self) -> list[str]:
+        """The sessions being renewed now (a refused renewal removes its session)."""
+        with self._changed:
+            return list(self._due)
+
+    @contextmanager
+    def keeping(self, session_id: str) -> Iterator[None]:
+        """Renew ``session_id``'s lease every period until the block ends."""
+        self.hold(session_id)
         try:
             yield
         finally:
-            with self._changed:
-                self._due.pop(session_id, None)
-                self._changed.notify()
+            self.drop(session_id)
 
     def _run(self) -> None:
         idle_since: float | None = None
@@ -55,7 +80,7 @@ class LeaseKeeper:
                 if not self._due:
                     idle_since = idle_since or now
                     if now - idle_since >= IDLE_SECONDS:
-                        self._thread = None  # the next ``keeping`` starts a new one
+                        self._thread = None  # the next ``hold`` starts a new one
                         return
                     self._changed.wait(IDLE_SECONDS - (now - idle_since))
                     continue
@@ -70,4 +95,5 @@ class LeaseKeeper:
             for sid in due:
                 if not self._renew(sid):
                     with self._changed:
+                        # Fenced off: no renewal can succeed any more, whoever holds it.
                         self._due.pop(sid, None)

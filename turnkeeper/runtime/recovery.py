@@ -55,15 +55,22 @@ from turnkeeper.runtime.snapshots import artifact_path
 from turnkeeper.runtime.workspace import probe_workspace
 
 
-def _probe_process(identity: ProcessIdentity) -> bool:
-    """Is the recorded host process still the one we started, and alive?"""
-    boot_id, _, start_time = identity.start_fingerprint.rpartition(":")
+def host_identity(process: ProcessIdentity | None) -> HostProcess | None:
+    """The journaled identity of a host process as the process tracker names it."""
+    if process is None:
+        return None
+    boot_id, _, start_time = process.start_fingerprint.rpartition(":")
     if not start_time.isdigit():
-        return False  # not a fingerprint we wrote: nothing to signal by it
-    host_identity = HostProcess(
-        pid=identity.pid, start_time=int(start_time), boot_id=boot_id, marker=identity.marker
+        return None  # not a fingerprint we wrote: nothing to signal by it
+    return HostProcess(
+        pid=process.pid, start_time=int(start_time), boot_id=boot_id, marker=process.marker
     )
-    return process_tree.is_alive(host_identity)
+
+
+def _probe_process(process: ProcessIdentity) -> bool:
+    """Is the recorded host process still the one we started, and alive?"""
+    identity = host_identity(process)
+    return identity is not None and process_tree.is_alive(identity)
 
 
 def host_session_lost(session: SessionState) -> bool:
