@@ -62,12 +62,16 @@ class NotAHost:
         pass
 
 
-def test_third_party_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_third_party_entry_point(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     fake = [
         EntryPoint("thirdparty", f"{__name__}:ThirdPartyHost", "turnkeeper.hosts"),
         EntryPoint("broken", f"{__name__}:NotAHost", "turnkeeper.hosts"),
     ]
     monkeypatch.setattr(registry, "entry_points", lambda group: fake)
+    registry.reload_host_kinds()  # the installed kinds are read once per process
+    request.addfinalizer(registry.reload_host_kinds)
     host = load_host("thirdparty", {"x": 1})
     assert isinstance(host, ThirdPartyHost)
     assert host.config == {"x": 1}

@@ -102,6 +102,28 @@ def process_table() -> dict[int, ProcStat]:
     return table
 
 
+def children_of(pid: int) -> list[int]:
+    """The children of ``pid`` from ``/proc/<pid>/task/*/children`` ([] once it is gone).
+
+    Where the kernel has no ``children`` files, a table scan answers instead."""
+    tasks = PROC / str(pid) / "task"
+    try:
+        tids = os.listdir(tasks)
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tids:
+        try:
+            found.extend(int(p) for p in (tasks / tid / "children").read_text().split())
+        except FileNotFoundError:
+            if not (tasks / tid).exists():
+                continue  # the thread ended meanwhile
+            return sorted(p for p, stat in process_table().items() if stat.ppid == pid)
+        except OSError:
+            continue
+    return found
+
+
 def child_pids() -> list[int]:
     """The pids of this process's children, from ``/proc/self/task/*/children``.
 

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 import threading
 from typing import Literal
 
@@ -42,8 +40,6 @@ log = logging.getLogger(__name__)
 CONTAINMENT_ENV = "TURNKEEPER_CONTAINMENT"
 ContainmentKind = Literal["cgroup", "subreaper", "none"]
 _MODES = ("auto", "cgroup", "subreaper")
-# The exec wrapper starts an interpreter and writes one file: seconds are generous.
-_JOIN_TIMEOUT = 30.0
 
 _lock = threading.Lock()
 _live: dict[str, TurnCgroup] = {}  # turn id -> the cgroup this process made for it
@@ -72,76 +68,14 @@ class TurnContainment:
         self.mode = mode
         self.cgroup = cgroup
         self.kind: ContainmentKind = "cgroup" if cgroup is not None else _fallback_kind()
-        self._report_r: int | None = None
-        self._report_w: int | None = None
-        if cgroup is not None:
-            self._report_r, self._report_w = os.pipe()
 
     # --- spawning ---------------------------------------------------------------------
 
     def command(self, args: list[str]) -> list[str]:
         """The argv to spawn: ``args`` itself, or through the cgroup's exec wrapper."""
-        if self.cgroup is None or self._report_w is None:
+        if self.cgroup is None:
             return args
-        strictness = "strict" if self.mode == "cgroup" else "lenient"
-        wrapper = [sys.executable, "-I", "-S", "-c", cgroups.JOIN_AND_EXEC]
-        return [*wrapper, str(self.cgroup.procs_file), str(self._report_w), strictness, *args]
-
-    @property
-    def pass_fds(self) -> tuple[int, ...]:
-        return () if self._report_w is None else (self._report_w,)
-
-    def spawned(self) -> None:
-        """The child has its copy of the report pipe: close ours, so EOF can come."""
-        if self._report_w is not None:
-            os.close(self._report_w)
-            self._report_w = None
-
-    def confirm(self, proc: subprocess.Popen[bytes], program: str) -> None:
-        """Wait for the wrapper's report (bounded) and settle the turn's containment.
-
-        A wrapper that could not join the cgroup downgrades the turn to the next path
-        (``auto``) or, when ``cgroup`` was asked for, is a spawn failure; an ``exec``
-        that failed is the spawn failure ``subprocess`` itself would have raised.
-        """
-        if self._report_r is None:
-            return
-        try:
-            report = cgroups.read_join_report(self._report_r, _JOIN_TIMEOUT)
-        finally:
-            os.close(self._report_r)
-            self._report_r = None
-        if report is None:
-            proc.kill()
-            _discard(proc)
-            self.abandon()
-            raise HostSpawnFailed(f"the cgroup exec wrapper of {program!r} did not report")
-        if report.exec_error is not None:
-            _discard(proc)
-            self.abandon()
-            error = OSError(report.exec_error.errno, report.exec_error.strerror, program)
-            raise HostSpawnFailed(f"cannot start {program!r}: {error}", details={"args": [program]})
-        if report.placed:
-            return
-        cgroup = self.cgroup
-        assert cgroup is not None
-        if self.mode == "cgroup":
-            _discard(proc)
-            self.abandon()
-            raise HostSpawnFailed(
-                f"{CONTAINMENT_ENV}=cgroup, but the host cannot join {cgroup.path}: "
-                f"{report.detail}",
-                details={"containment": "cgroup", "reason": report.detail},
-            )
-        log.warning(
-            "turn %s: host not contained by %s (%s); using %s",
-            self.turn_id,
-            cgroup.path,
-            report.detail,
-            _fallback_kind(),
-        )
-        self._forget_cgroup()
-        self.kind = _fallback_kind()
+        return [cgroups.SHELL, "-c", cgroups.JOIN_AND_EXEC, str(self.cgroup.procs_file), *args]
 
     def track(self, identity: ProcessIdentity) -> None:
         """The host runs: its orphans are attributed to it from now on (if not contained)."""
@@ -152,11 +86,7 @@ class TurnContainment:
         )
 
     def abandon(self) -> None:
-        """No host runs (a failed spawn): close the pipe, remove the unused cgroup."""
-        for fd in (self._report_r, self._report_w):
-            if fd is not None:
-                os.close(fd)
-        self._report_r = self._report_w = None
+        """No host runs (a failed spawn): remove the unused cgroup."""
         self._forget_cgroup()
 
     def _forget_cgroup(self) -> None:
@@ -181,14 +111,6 @@ class TurnContainment:
         subreaper.turn_ended(self.turn_id, end_orphans=False)
         with _lock:
             _live.pop(self.turn_id, None)
-
-
-def _discard(proc: subprocess.Popen[bytes]) -> None:
-    """Collect a wrapper that exited without running the host, and close its pipes."""
-    proc.wait()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()
 
 
 _noted: set[str] = set()
@@ -219,8 +141,9 @@ def prepare(turn_id: str) -> TurnContainment:
             )
         return TurnContainment(turn_id, mode, None)
     try:
-        if not sys.executable:
-            raise CgroupUnavailableError("no interpreter to run the cgroup exec wrapper")
+        why_not = _join_unavailable()
+        if why_not is not None:
+            raise CgroupUnavailableError(why_not)
         cgroup = cgroups.create(turn_id)
     except CgroupUnavailableError as why:
         if mode == "cgroup":
@@ -234,6 +157,23 @@ def prepare(turn_id: str) -> TurnContainment:
         _live[turn_id] = cgroup
         _settled.pop(turn_id, None)
     return TurnContainment(turn_id, mode, cgroup)
+
+
+_probed: list[str | None] = []  # the one probe's answer: why joining fails, or None
+
+
+def _join_unavailable() -> str | None:
+    """Why a process cannot join a turn cgroup here (None: it can). Probed once per
+    process, with a real process moved into a probe cgroup: the wrapper then need not
+    report on every spawn, which would cost a round trip per turn."""
+    with _lock:
+        if _probed:
+            return _probed[0]
+    answer = cgroups.unavailable_reason()
+    with _lock:
+        if not _probed:
+            _probed.append(answer)
+        return _probed[0]
 
 
 def turn_cgroup(turn_id: str) -> TurnCgroup | None:

@@ -40,6 +40,7 @@ from turnkeeper.hosts._procfs import (
     PROC,
     ProcStat,
     boot_id,
+    children_of,
     process_table,
     read_cmdline,
     read_marker,
@@ -167,14 +168,50 @@ def _protected_pids(table: dict[int, ProcStat]) -> set[int]:
     return protected
 
 
+def _lineage() -> set[int]:
+    """Never targets, found without a whole process table: init, kthreadd, ourselves
+    and our ancestors (kernel threads are never a turn's descendants or in its cgroup)."""
+    protected = {0, 1, 2}
+    pid = os.getpid()
+    while pid not in protected:
+        protected.add(pid)
+        stat = read_stat(pid)
+        if stat is None:
+            break
+        pid = stat.ppid
+    return protected
+
+
+def _own_table(identity: ProcessIdentity | None, roots: list[int]) -> dict[int, ProcStat]:
+    """The host, the given roots and all their descendants, read through each process's
+    ``children`` files: the part of ``/proc`` a turn's own processes live in."""
+    table: dict[int, ProcStat] = {}
+    frontier = list(roots)
+    if identity is not None:
+        frontier.append(identity.pid)
+    while frontier and len(table) < 100_000:
+        pid = frontier.pop()
+        if pid in table or (stat := read_stat(pid)) is None:
+            continue
+        table[pid] = stat
+        frontier.extend(children_of(pid))
+    return table
+
+
 def _collect_targets(
     turn_id: str,
     identity: ProcessIdentity | None,
     known: dict[int, KilledProcess],
     orphans: list[tuple[int, int]],
+    *,
+    search_all: bool = True,
 ) -> dict[int, KilledProcess]:
-    table = process_table()
-    protected = _protected_pids(table)
+    if search_all:
+        table = process_table()
+        protected = _protected_pids(table)
+    else:
+        table = _own_table(identity, [*known, *(pid for pid, _ in orphans)])
+        protected = _lineage()
     new: dict[int, KilledProcess] = {}
 
     def add(pid: int, reason: str) -> None:
@@ -190,9 +227,10 @@ def _collect_targets(
     for pid, start_time in orphans:
         if (stat := table.get(pid)) is not None and stat.start_time == start_time:
             add(pid, "orphan")
-    for pid, stat in table.items():
-        if not stat.dead and pid not in protected and read_marker(pid) == turn_id:
-            add(pid, "marker")
+    if search_all:  # the marker search needs every process; the own table has no strangers
+        for pid, stat in table.items():
+            if not stat.dead and pid not in protected and read_marker(pid) == turn_id:
+                add(pid, "marker")
     # Descendants of anything we target are ours even if they scrubbed the marker.
     roots = [p for p in (*known, *new) if p in table]
     for root in roots:
@@ -210,7 +248,7 @@ def _end_cgroup(
     if cgroup is None:
         return {}, []
     host = identity.pid if identity is not None and is_same_process(identity) else None
-    ended = cgroups.end(cgroup, _protected_pids(process_table()), timeout)
+    ended = cgroups.end(cgroup, _lineage(), timeout)
     if ended.removed:
         containment.forget(turn_id)
     else:
@@ -229,7 +267,11 @@ def _end_cgroup(
 
 
 def kill_turn_processes(
-    turn_id: str, identity: ProcessIdentity | None = None, *, timeout: float = 10.0
+    turn_id: str,
+    identity: ProcessIdentity | None = None,
+    *,
+    timeout: float = 10.0,
+    search_all: bool = True,
 ) -> KillReport:
     """SIGKILL everything of the turn; wait until it is gone. This ends the turn.
 
@@ -240,6 +282,11 @@ def kill_turn_processes(
     between scan and kill), then SIGKILLed. A zombie counts as gone. Zombies that
     are adopted orphans of ours are reaped; the host process itself is left to the
     ``Popen`` that spawned it, so its exit status (e.g. -9) is not lost.
+
+    ``search_all=False`` (a host that just exited, contained by its cgroup or by the
+    subreaper) looks only at the turn's own processes — its cgroup, the host's tree,
+    its attributed orphans — instead of reading every process on the machine for the
+    marker; restart recovery, which may find anything, searches all.
     """
     _check_turn_id(turn_id)
     require_proc()
@@ -248,7 +295,9 @@ def kill_turn_processes(
     orphans = subreaper.turn_ended(turn_id)
     frozen: dict[int, KilledProcess] = {}
     for _ in range(50):
-        new = _collect_targets(turn_id, identity, {**targets, **frozen}, orphans)
+        new = _collect_targets(
+            turn_id, identity, {**targets, **frozen}, orphans, search_all=search_all
+        )
         if not new:
             break
         for t in new.values():

@@ -31,12 +31,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import selectors
 import signal
+import stat
 import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -51,6 +52,7 @@ from turnkeeper.hosts._events import (
     dig,
     parse_jsonl_line,
 )
+from turnkeeper.hosts._pipes import serve
 from turnkeeper.hosts.base import (
     ATTEMPT_ENV,
     MARKER_ENV,
@@ -66,7 +68,6 @@ from turnkeeper.hosts.base import (
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
 
-_READ_CHUNK = 65536
 log = logging.getLogger(__name__)
 
 
@@ -186,6 +187,25 @@ def turn_env(request: TurnRequest, cfg: SubprocessHostConfig) -> dict[str, str]:
     }
 
 
+def _unrunnable(program: str, search_path: str, cwd: Path) -> str | None:
+    """Why ``program`` cannot be executed (as ``execvp`` would look for it), or None."""
+    if "/" in program:
+        candidates = [cwd / program]
+    else:
+        candidates = [Path(d or ".") / program for d in search_path.split(os.pathsep)]
+        candidates = [c if c.is_absolute() else cwd / c for c in candidates]
+    for candidate in candidates:
+        try:
+            is_file = stat.S_ISREG(candidate.stat().st_mode)
+        except OSError:  # absent, or in a directory we may not look into: go on
+            continue
+        if is_file and os.access(candidate, os.X_OK):
+            return None
+        if is_file and "/" in program:
+            return f"[Errno 13] Permission denied: {program!r}"
+    return f"[Errno 2] No such file or directory: {program!r}"
+
+
 def spawn(
     request: TurnRequest,
     cfg: SubprocessHostConfig,
@@ -206,6 +226,14 @@ def spawn(
         stdin_data = json.dumps(payload).encode()
     # A cgroup for the turn (or the subreaper path): raises HostSpawnFailed when the
     # containment TURNKEEPER_CONTAINMENT asks for is not available here.
+    env = turn_env(request, cfg)
+    # Checked before the spawn: behind the cgroup's exec wrapper a missing program would
+    # be the shell's exit 127, not the spawn failure it is.
+    program_problem = _unrunnable(args[0], env.get("PATH", os.defpath), request.workspace)
+    if program_problem is not None:
+        raise HostSpawnFailed(
+            f"cannot start {args[0]!r}: {program_problem}", details={"args": args[:1]}
+        )
     contained = containment.prepare(request.turn_id)
     # The lock keeps the orphan reaper from reaping this child before it is registered.
     with process_tree.spawn_lock:
@@ -213,26 +241,19 @@ def spawn(
             proc = subprocess.Popen(
                 contained.command(args),
                 cwd=request.workspace,
-                env=turn_env(request, cfg),
+                env=env,
                 stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
-                pass_fds=contained.pass_fds,
             )
         except OSError as exc:
             contained.abandon()
             raise HostSpawnFailed(
                 f"cannot start {args[0]!r}: {exc}", details={"args": args[:1]}
             ) from None
-        contained.spawned()
         process_tree.register_owned_child(proc.pid)
-    try:
-        contained.confirm(proc, args[0])  # joined its cgroup (or why not) and exec'd
-    except HostSpawnFailed:
-        process_tree.unregister_owned_child(proc.pid)
-        raise
     identity = process_tree.identify(proc.pid, request.turn_id)
     contained.track(identity)
     return SubprocessRun(request, cfg, proc, identity, stdin_data, adapter, contained)
@@ -260,7 +281,8 @@ class SubprocessRun:
         self._log = EventLog(request.limits, meaningful=self._carries_meaning)
         self._started = time.monotonic()
         self._stderr = bytearray()
-        self._stop_io = threading.Event()
+        self._lines = LineBuffer(cfg.max_line_bytes)
+        self._stdin_data = stdin_data
         self._done = threading.Event()
         self._outcome: HostOutcome | None = None
         self._killed_by_us = False
@@ -271,14 +293,9 @@ class SubprocessRun:
         self._fatal: tuple[HostErrorKind, str] | None = None
         self._handle = request.host_session_handle
         self._result: dict[str, Any] = {}
-        name = f"turnkeeper-host-{request.turn_id}"
-        if stdin_data is not None:
-            threading.Thread(
-                target=self._write_stdin, args=(stdin_data,), name=f"{name}-stdin", daemon=True
-            ).start()
-        self._io = threading.Thread(target=self._read_output, name=f"{name}-io", daemon=True)
-        self._io.start()
-        threading.Thread(target=self._monitor, name=f"{name}-monitor", daemon=True).start()
+        threading.Thread(
+            target=self._serve, name=f"turnkeeper-host-{request.turn_id}", daemon=True
+        ).start()
 
     # --- HostRun ------------------------------------------------------------------
 
@@ -306,45 +323,14 @@ class SubprocessRun:
 
     # --- threads ------------------------------------------------------------------
 
-    def _write_stdin(self, data: bytes) -> None:
-        stdin = self._proc.stdin
-        assert stdin is not None
-        try:
-            stdin.write(data)
-            stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # the host exited without reading its input; its outcome says why
+    def _on_stderr(self, chunk: bytes) -> None:
+        self._stderr += chunk
+        excess = len(self._stderr) - self._cfg.stderr_tail_bytes
+        if excess > 0:
+            del self._stderr[:excess]
 
-    def _read_output(self) -> None:
-        stdout, stderr = self._proc.stdout, self._proc.stderr
-        assert stdout is not None
-        assert stderr is not None
-        sel = selectors.DefaultSelector()
-        sel.register(stdout, selectors.EVENT_READ, "out")
-        sel.register(stderr, selectors.EVENT_READ, "err")
-        lines = LineBuffer(self._cfg.max_line_bytes)
-        try:
-            while sel.get_map() and not self._stop_io.is_set():
-                for key, _ in sel.select(timeout=0.1):
-                    chunk = os.read(key.fd, _READ_CHUNK)
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                    elif key.data == "err":
-                        self._stderr += chunk
-                        excess = len(self._stderr) - self._cfg.stderr_tail_bytes
-                        if excess > 0:
-                            del self._stderr[:excess]
-                    else:
-                        self._feed(lines.feed(chunk))
-            last = lines.flush()  # a last line without its newline still counts
-            if last is not None:
-                self._feed([last])
-        finally:
-            # Every event is in: the log's account of what it dropped goes last.
-            self._log.seal()
-            sel.close()
-            stdout.close()
-            stderr.close()
+    def _on_stdout(self, chunk: bytes) -> None:
+        self._feed(self._lines.feed(chunk))
 
     def _feed(self, lines: Iterable[Line]) -> None:
         for line in lines:
@@ -410,28 +396,64 @@ class SubprocessRun:
             return True
         return carries_meaning(kind, data)
 
-    def _monitor(self) -> None:
+    def _serve(self) -> None:
+        """The run's one thread: the process's pipes and exit (``_pipes.serve``), then
+        the outcome."""
         turn_id = self.request.turn_id
-        try:
-            returncode = self._proc.wait(timeout=self.request.timeout_seconds)
-        except subprocess.TimeoutExpired:
+        stragglers: list[int] = []
+
+        def on_timeout() -> None:
             self._timed_out = True
             process_tree.kill_turn_processes(turn_id, self._identity)
+
+        def on_exit() -> None:
+            if self._cfg.kill_stragglers:
+                # With a cgroup or as a subreaper, the turn's processes are known
+                # without reading all of /proc; only an uncontained turn needs the
+                # marker search.
+                search_all = self._contained is None or self._contained.kind == "none"
+                try:
+                    report = process_tree.kill_turn_processes(turn_id, search_all=search_all)
+                    stragglers.extend(k.pid for k in report.killed)
+                except Exception:  # never leave wait() hanging; recovery re-checks by marker
+                    log.exception("turn %s: ending stragglers failed", turn_id)
+            if self._contained is not None:
+                self._contained.release()  # the turn is no longer in flight
+
+        served_error: BaseException | None = None
+        try:
+            returncode = serve(
+                self._proc,
+                stdin_data=self._stdin_data,
+                on_stdout=self._on_stdout,
+                on_stderr=self._on_stderr,
+                timeout=self.request.timeout_seconds,
+                drain_seconds=self._cfg.drain_seconds,
+                on_timeout=on_timeout,
+                on_exit=on_exit,
+            ).returncode
+        except Exception as exc:  # the turn must still end: kill, collect, fail it
+            log.exception("turn %s: serving the host failed", turn_id)
+            served_error = exc
+            self._killed_by_us = True
+            process_tree.kill_turn_processes(turn_id, self._identity)
             returncode = self._proc.wait()
-        stragglers: list[int] = []
-        if self._cfg.kill_stragglers:
-            try:
-                stragglers = [k.pid for k in process_tree.kill_turn_processes(turn_id).killed]
-            except Exception:  # never leave wait() hanging; the driver re-checks by marker
-                log.exception("turn %s: ending stragglers failed", turn_id)
-        if self._contained is not None:
-            self._contained.release()  # the turn is no longer in flight
-        self._io.join(self._cfg.drain_seconds)
-        if self._io.is_alive():
-            self._stop_io.set()
-            self._io.join()
+        finally:
+            last = self._lines.flush()  # a last line without its newline still counts
+            if last is not None:
+                self._feed([last])
+            # Every event is in: the log's account of what it dropped goes last.
+            self._log.seal()
         process_tree.unregister_owned_child(self._proc.pid)
         outcome = self._build_outcome(returncode, stragglers)
+        if served_error is not None:
+            outcome = outcome.model_copy(
+                update={
+                    "status": HostStatus.FAILED,
+                    "error_kind": HostErrorKind.PROTOCOL,
+                    "message": f"the host's pipes could not be served: {served_error!r}",
+                }
+            )
         if self._adapter is not None:
             try:
                 outcome = self._adapter.finish(outcome)

@@ -25,6 +25,7 @@ interval and scans only when a child has died.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import sys
@@ -205,17 +206,22 @@ def enable_child_subreaper() -> bool:
     if not sys.platform.startswith("linux"):
         log.warning("child subreaper unsupported on %s; orphans go to init", sys.platform)
         return False
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         log.warning("prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d", ctypes.get_errno())
         return False
     return True
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def is_child_subreaper() -> bool:
     if not sys.platform.startswith("linux"):
         return False
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     flag = ctypes.c_int(0)
     if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
         return False

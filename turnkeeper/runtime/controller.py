@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Literal
 
 from turnkeeper.errors import Aborted, FailedPrecondition, TurnkeeperError
 from turnkeeper.hosts import load_host, process_tree
 from turnkeeper.hosts.base import TurnLimits
-from turnkeeper.kernel.model import NoFollowUpReason, ObligationStatus, ReplanTrigger
-from turnkeeper.kernel.proposals import CloseGoal, ReportNoProgress
+from turnkeeper.kernel.model import NoFollowUpReason
+from turnkeeper.kernel.proposals import CloseGoal
 from turnkeeper.kernel.session import (
     AcquireLease,
     LeaseToken,
@@ -49,8 +47,13 @@ from turnkeeper.runtime.driver import DriverConfig, HostLoader, TurnDriver
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
+from turnkeeper.runtime.scheduler import SessionThreads, TurnSlots
+from turnkeeper.runtime.session_checks import (
+    artifact_damage,
+    no_progress_report,
+    no_progress_reported,
+)
 from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.snapshots import sha256_file
 from turnkeeper.store.base import EventStore
 
 __all__ = [
@@ -72,26 +75,6 @@ _CHANGED_UNDER_US = frozenset(
 )
 
 
-def artifact_damage(session: SessionState) -> str | None:
-    """Why the host session artifact cannot be resumed (missing, or not what the last
-    snapshot recorded), or None. Checked only while the last turn is the completed
-    one: a later failed or lost turn may have legitimately written to it."""
-    last, end = session.last_completed, session.last_turn_end
-    if last is None or end is None or end.turn_id != last.turn_id:
-        return None
-    if session.in_flight is not None or session.recovery is not None:
-        return None
-    snap = last.snapshot
-    if snap.host_artifact_path is None or snap.host_artifact_digest is None:
-        return None
-    live = Path(snap.host_artifact_path)
-    if not live.is_file():
-        return "host_artifact_missing"
-    if sha256_file(live) != snap.host_artifact_digest:
-        return "host_artifact_digest_mismatch"
-    return None
-
-
 @dataclass
 class ControllerConfig:
     lease_seconds: float = 120.0
@@ -99,6 +82,8 @@ class ControllerConfig:
     policy: RecoveryPolicy = field(default_factory=lambda: RecoveryPolicy(max_attempts=4))
     progress: ProgressPolicy = field(default_factory=ProgressPolicy)
     max_turns: int | None = None
+    # Turns (hosts) running at once; sessions beyond it wait for a free slot.
+    max_concurrent: int = 64
     close_goal_when_terminal: bool = True
     host_loader: HostLoader = load_host
     turn_limits: TurnLimits = field(default_factory=TurnLimits)
@@ -112,11 +97,18 @@ class RunSummary:
     # session id -> the typed reason behind a stop, where there is one
     # (``crashed``: recovery_attempts_exhausted; ``lease_lost``: who took it over).
     reasons: dict[str, str] = field(default_factory=dict)
+    # Sessions' threads write here at once.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def stop(self, session_id: str, why: str, reason: str = "") -> None:
-        self.stops[session_id] = why
-        if reason:
-            self.reasons[session_id] = reason
+        with self._lock:
+            self.stops.setdefault(session_id, why)
+            if reason and session_id not in self.reasons:
+                self.reasons[session_id] = reason
+
+    def count_failure(self) -> None:
+        with self._lock:
+            self.failed_turns += 1
 
 
 @dataclass(frozen=True)
@@ -146,6 +138,9 @@ class Controller:
         self._tokens: dict[str, LeaseToken] = {}
         self._progress = progress or (lambda _: None)
         self._stop = threading.Event()
+        self._slots = TurnSlots(self.config.max_concurrent, self.config.max_turns, self._stop)
+        # Recoveries at once: probes (git, /proc) and commits overlap, bounded.
+        self._recovery_slots = threading.BoundedSemaphore(RECOVERY_WORKERS)
         driver_config = DriverConfig(
             lease_seconds=self.config.lease_seconds,
             host_timeout_seconds=self.config.host_timeout_seconds,
@@ -231,93 +226,70 @@ class Controller:
     # --- the loop --------------------------------------------------------------------
 
     def run(self, session_ids: list[str] | None = None) -> RunSummary:
+        """Drive every session (``session_ids``, default: every ready or running one)
+        until each stops; a session's turns run in order, different sessions' at once.
+
+        Each session first gets its lease and the recovery table, then its turns: after
+        a restart, a recovered session's next turn does not wait for the others'
+        recovery. A session that meets an unexpected error stops alone; the first such
+        error is raised once every session has stopped."""
         process_tree.become_subreaper()
         ids = session_ids or [
             s.session_id for s in self.sessions.list() if s.status in ("ready", "running")
         ]
         summary = RunSummary()
+        self._slots = TurnSlots(self.config.max_concurrent, self.config.max_turns, self._stop)
+        threads = SessionThreads()
         try:
-            active = self._recover_all(ids, summary)
-            self._drive(active, summary)
+            threads.run_each(ids, lambda sid: self._drive_session(sid, summary))
         finally:
             for sid in list(self._tokens):
                 self.release(sid)
+        summary.turns = self._slots.started
+        if threads.errors:
+            raise threads.errors[0]
         return summary
 
-    def _drive(self, active: list[str], summary: RunSummary) -> None:
-        """Turns round-robin over ``active`` until every session stopped (or we must).
-
-        A session waiting out a backoff is skipped until its time; when every session
-        waits, the loop sleeps until the earliest is due (a signal still wakes it).
-        """
-        waiting: dict[str, datetime] = {}
-        while active and not self._stop.is_set():
-            ran = False
-            for sid in list(active):
-                if self._stop.is_set() or self._budget_spent(summary):
-                    break
-                due = waiting.get(sid)
-                if due is not None and due > self.sessions.now():
-                    continue
-                waiting.pop(sid, None)
+    def _drive_session(self, sid: str, summary: RunSummary) -> None:
+        """One session from its lease and recovery to its stop (this thread's whole life)."""
+        try:
+            with self._recovery_slots:
+                if not self._recover(sid, summary):
+                    return
+            while True:
+                if self._stop.is_set():
+                    summary.stop(sid, "signalled")
+                    return
+                if self._slots.spent():  # the run's turns are all taken: no more steps
+                    summary.stop(sid, "budget")
+                    return
                 step = self._step_safely(sid, summary)
                 if step.stop is not None:
                     summary.stop(sid, step.stop, step.reason)
-                    active.remove(sid)
-                elif step.not_before is not None:
-                    waiting[sid] = step.not_before
-                else:
-                    ran = True
-            if self._budget_spent(summary):
-                for sid in active:
-                    summary.stop(sid, "budget")
-                return
-            if active and not ran and waiting:
-                pause = (min(waiting.values()) - self.sessions.now()).total_seconds()
-                self._stop.wait(max(pause, 0.0))
-        for sid in active:
-            summary.stops.setdefault(sid, "signalled")
+                    return
+                if step.not_before is not None:
+                    pause = (step.not_before - self.sessions.now()).total_seconds()
+                    self._stop.wait(max(pause, 0.0))
+        except BaseException as error:
+            summary.stop(sid, "error", f"{type(error).__name__}: {error}"[:500])
+            raise
 
-    def _recover_all(self, ids: list[str], summary: RunSummary) -> list[str]:
-        """Take each session's lease and apply the recovery table to it, several sessions
-        at a time: their probes (git, /proc) overlap, and their commits share the
-        store's group commit — after a crash with many turns in flight, restart time
-        is what they have in flight, not one fsync and one probe after another.
-        A session another live controller holds is left to it (reported, not fatal).
-        Sessions are independent, so the order they finish in does not matter; the
-        first other error is raised once every session got its chance."""
-
-        def recover(sid: str) -> str | None:
-            try:
-                self.acquire(sid)
-            except Aborted as held:
-                if held.reason != "lease_held":
-                    raise
-                owner = str(held.details.get("owner", "?"))
-                self._progress(f"session {sid[:8]}: driven by {owner}; left to it")
-                summary.stop(sid, "lease_held", owner)
-                return None
-            report = self.recovery.recover(sid)
-            kinds = ", ".join(a.kind for a in report.actions)
-            self._progress(f"session {sid[:8]}: recovered ({kinds})")
-            return sid
-
-        if len(ids) <= 1:
-            recovered = [recover(sid) for sid in ids]
-        else:
-            workers = min(RECOVERY_WORKERS, len(ids))
-            with ThreadPoolExecutor(workers, thread_name_prefix="turnkeeper-recovery") as pool:
-                futures = [pool.submit(recover, sid) for sid in ids]
-                wait(futures)
-            for future in futures:
-                error = future.exception()
-                if error is not None:
-                    raise error
-            recovered = [future.result() for future in futures]
-        return [sid for sid in recovered if sid is not None]
-
-    def _budget_spent(self, summary: RunSummary) -> bool:
-        return self.config.max_turns is not None and summary.turns >= self.config.max_turns
+    def _recover(self, sid: str, summary: RunSummary) -> bool:
+        """Take the session's lease and apply the recovery table; False if another live
+        controller holds it (reported, left to it)."""
+        try:
+            self.acquire(sid)
+        except Aborted as held:
+            if held.reason != "lease_held":
+                raise
+            owner = str(held.details.get("owner", "?"))
+            self._progress(f"session {sid[:8]}: driven by {owner}; left to it")
+            summary.stop(sid, "lease_held", owner)
+            return False
+        report = self.recovery.recover(sid)
+        kinds = ", ".join(a.kind for a in report.actions)
+        self._progress(f"session {sid[:8]}: recovered ({kinds})")
+        return True
 
     def _keep_lease_fresh(self, session: SessionState) -> SessionState:
         """Renew the session's lease between turns once half of it is spent; the state after.
@@ -391,7 +363,7 @@ class Controller:
             self.config.policy,
             self.config.progress,
             now,
-            no_progress_reported=self._no_progress_reported(session),
+            no_progress_reported=no_progress_reported(goal, session),
         )
         if pace.action == "crash":
             return self._halt(session, "mark_crashed", pace.reason)
@@ -402,45 +374,25 @@ class Controller:
             self._progress(f"session {sid[:8]}: backing off {wait_s:.1f}s after a host failure")
             return _Next(not_before=pace.not_before)
         if pace.action == "raise_replan":
-            self._report_no_progress(session)
+            self.goals.submit(session.goal_id, no_progress_report(session))
+            idle = session.turns_without_progress
+            self._progress(f"session {sid[:8]}: no progress in {idle} turns; replan raised")
             plan = plan_next_turn(session, goal_view(self.goals.load(goal.goal.id), sid, now), now)
             if isinstance(plan, Stop):
                 return _Next(stop=self._stopped(sid, plan))
-        self._progress(f"session {sid[:8]}: {plan.kind} turn on {plan.todo_id or 'the goal'}")
-        result = self.driver.run_turn(session, plan)
-        summary.turns += 1
+        if not self._slots.take():
+            return _Next(stop="signalled" if self._stop.is_set() else "budget")
+        try:
+            self._progress(f"session {sid[:8]}: {plan.kind} turn on {plan.todo_id or 'the goal'}")
+            result = self.driver.run_turn(session, plan)
+        finally:
+            self._slots.give_back()
         if not result.succeeded:
-            summary.failed_turns += 1
+            summary.count_failure()
             kind = result.outcome.error_kind.value if result.outcome.error_kind else "?"
             detail = next(iter((result.outcome.message or "?").splitlines()), "?")[:200]
             self._progress(f"session {sid[:8]}: turn {result.turn_id} failed ({kind}: {detail})")
         return _GO_ON
-
-    # --- the progress guard ---------------------------------------------------------------
-
-    def _no_progress_reported(self, session: SessionState) -> bool:
-        """Whether the goal holds this idle streak's obligation (open or discharged)."""
-        streak = session.idle_since_turn
-        if streak is None:
-            return False
-        goal = self.goals.load(session.goal_id)
-        return any(
-            o.trigger is ReplanTrigger.NO_PROGRESS
-            and o.subject == session.session_id
-            and (o.fingerprint == streak or o.status is ObligationStatus.OPEN)
-            for o in goal.obligations.values()
-        )
-
-    def _report_no_progress(self, session: SessionState) -> None:
-        streak = session.idle_since_turn or "unknown"
-        turns = session.turns_without_progress
-        self.goals.submit(
-            session.goal_id,
-            ReportNoProgress(session_id=session.session_id, fingerprint=streak, turns=turns),
-        )
-        self._progress(
-            f"session {session.session_id[:8]}: no progress in {turns} turns; replan raised"
-        )
 
     # --- stopping a session -------------------------------------------------------------
 

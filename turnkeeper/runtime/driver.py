@@ -215,6 +215,7 @@ class TurnDriver:
         # Hosts running now, by turn id: what a second SIGINT ends (runtime/stopping.py).
         self._running: dict[str, tuple[str, HostRun, float]] = {}
         self._running_lock = threading.Lock()
+        self._exiting = threading.Event()
 
     # --- one turn -------------------------------------------------------------------
 
@@ -265,6 +266,10 @@ class TurnDriver:
                 # signal): its host must not run on unwatched.
                 run.kill_tree()
                 raise
+        if self._exiting.is_set():
+            # The process exits by its signal any moment now (the handler that ended
+            # the host sends it next): record nothing more.
+            raise SystemExit(f"turn {envelope.turn_id} ended by the control plane's exit")
         return self._finish(session, envelope, outcome)
 
     # --- the hosts running now -----------------------------------------------------------
@@ -290,7 +295,11 @@ class TurnDriver:
         ]
 
     def kill_running_hosts(self) -> list[str]:
-        """End every running host's whole process tree (a second SIGINT); their turn ids."""
+        """End every running host's whole process tree (a second SIGINT, the process
+        about to exit); their turn ids. From now on no turn records its host's end:
+        the host died of our kill, not of its own failure, and the next run recovers
+        the turn as lost (its continuation tells the agent to reconcile)."""
+        self._exiting.set()
         with self._running_lock:
             items = list(self._running.items())
         for turn_id, (_, run, _) in items:

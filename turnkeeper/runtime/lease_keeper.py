@@ -40,7 +40,9 @@ class LeaseKeeper:
         """Renew ``session_id``'s lease every period until as many :meth:`drop` calls."""
         with self._changed:
             self._holds[session_id] = self._holds.get(session_id, 0) + 1
-            self._due.setdefault(session_id, time.monotonic() + self._period)
+            if session_id in self._due:
+                return  # renewed already: nothing changes, nothing to wake the thread for
+            self._due[session_id] = time.monotonic() + self._period
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="turnkeeper-lease-keeper", daemon=True
@@ -55,8 +57,8 @@ class LeaseKeeper:
                 self._holds[session_id] = left
                 return
             self._holds.pop(session_id, None)
-            self._due.pop(session_id, None)
-            self._changed.notify()
+            if self._due.pop(session_id, None) is not None and not self._due:
+                self._changed.notify()  # nothing left to keep: the thread may idle out
 
     def held(self) -> list[str]:
         """The sessions being renewed now (a refused renewal removes its session)."""
