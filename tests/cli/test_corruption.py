@@ -100,3 +100,44 @@ def test_garbage_database_file_is_data_loss(project: Path, tk: Invoke) -> None:
     result = tk("goal", "show", "g1", "--json")
     assert result.exit_code == EXIT_CODES[ErrorCode.DATA_LOSS], result.output
     assert json.loads(result.stdout)["error"]["code"] == "DATA_LOSS"
+
+
+def test_flipped_session_projection_byte_is_data_loss_in_every_listing(
+    project: Path, tk: Invoke
+) -> None:
+    """``status`` and ``session list`` read session projections without decoding them;
+    a damaged row is still DATA_LOSS naming its stream, in text and in JSON."""
+    run_json(tk, "goal", "add", "Listed", "--id", "g1")
+    workspace = project / MARKER.decode()  # the marker: in the created event and the state
+    workspace.mkdir()
+    created = run_json(
+        tk, "session", "create", "g1", "--workspace", str(workspace), "--no-snapshots"
+    )
+    stream = f"session:{created['session_id']}"
+    path = db_path(project)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (state,) = conn.execute(
+        "SELECT state FROM projections WHERE stream_id = ?", (stream,)
+    ).fetchone()
+    conn.close()
+    data = bytearray(path.read_bytes())
+    hits = [at for at in range(len(data)) if data.startswith(MARKER, at)]
+    around = [bytes(data[at - 30 : at + len(MARKER) + 30]).decode(errors="replace") for at in hits]
+    in_state = [at for at, text in zip(hits, around, strict=True) if text in state]
+    assert len(in_state) == 1, "the marker must sit once inside the session's projection row"
+    data[in_state[0] + 3] ^= 0x01
+    path.write_bytes(bytes(data))
+
+    for args in (("status",), ("session", "list")):
+        shown = tk(*args, "--json")
+        assert shown.exit_code == EXIT_CODES[ErrorCode.DATA_LOSS], shown.output
+        error = json.loads(shown.stdout)["error"]
+        assert error["code"] == "DATA_LOSS" and error["reason"] == "checksum_mismatch"
+        assert error["details"]["stream_id"] == stream
+        assert error["details"]["record"] == "projection"
+        text = tk(*args)
+        assert text.exit_code == EXIT_CODES[ErrorCode.DATA_LOSS], text.output
+        assert "DATA_LOSS" in text.stderr and stream in text.stderr
+    # The goal's own stream is intact: reading it is not refused.
+    assert run_json(tk, "goal", "show", "g1")["state"]["goal"]["id"] == "g1"

@@ -10,9 +10,10 @@ import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from tests.store.toy import add
-from turnkeeper.errors import FailedPrecondition
-from turnkeeper.store import SqlEventStore, _migrate, open_store
+from tests.store.toy import KIND, CounterFolder, add, state_of
+from turnkeeper.errors import DataLoss, FailedPrecondition
+from turnkeeper.store import IndexEntry, SqlEventStore, _migrate, open_store
+from turnkeeper.store._checksum import event_checksum, projection_checksum
 
 
 def test_known_revisions_match_the_migration_scripts() -> None:
@@ -55,17 +56,111 @@ def test_reopen_is_idempotent_and_skips_alembic(
     assert open_new().head("s1") == 2
 
 
+def _stamp(path: Path, revision: str) -> None:
+    """Set the revision row and stamp it as the code of that revision would."""
+    with open_store(path) as store, store._engine.connect() as conn:
+        schema = store._dialect.schema_description(conn)
+    raw = sqlite3.connect(path)
+    raw.execute("UPDATE alembic_version SET version_num = ?", (revision,))
+    raw.execute(f"PRAGMA user_version = {_migrate.schema_stamp(revision, schema)}")
+    raw.commit()
+    raw.close()
+
+
 def test_schema_too_new(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     open_store(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE alembic_version SET version_num = '9999_from_the_future'")
-    conn.commit()
-    conn.close()
+    _stamp(path, "9999_from_the_future")
     with pytest.raises(FailedPrecondition) as err:
         open_store(path)
     assert err.value.reason == "schema_too_new"
     assert err.value.details["database_revisions"] == ["9999_from_the_future"]
+
+
+def test_a_revision_row_that_does_not_match_its_stamp_is_data_loss(tmp_path: Path) -> None:
+    # '0002' with one bit flipped reads '0003': a revision this code does not know,
+    # which only its stamp tells apart from a newer database.
+    path = tmp_path / "flipped.db"
+    open_store(path).close()
+    raw = sqlite3.connect(path)
+    raw.execute("UPDATE alembic_version SET version_num = '0003'")
+    raw.commit()
+    raw.close()
+    with pytest.raises(DataLoss) as err:
+        open_store(path)
+    assert err.value.reason == "schema_damaged"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "ALTER TABLE entity_index RENAME COLUMN entity_kind TO entity_kinx",
+        "ALTER TABLE events RENAME TO evento",
+        "DROP INDEX ix_projections_kind_created",
+        "DELETE FROM alembic_version",
+    ],
+)
+def test_a_schema_that_does_not_match_its_stamp_is_data_loss(tmp_path: Path, change: str) -> None:
+    path = tmp_path / "damaged.db"
+    with open_store(path) as store:
+        add(store, "s1", [1])
+    raw = sqlite3.connect(path)
+    raw.execute(change)
+    raw.commit()
+    raw.close()
+    with pytest.raises(DataLoss) as err:
+        open_store(path)
+    assert err.value.reason == "schema_damaged"
+
+
+def _database_at_0001(path: Path) -> None:
+    """A database as the code of revision 0001 left it: a goal-like stream with one
+    indexed entity, rows and checksums written the 0001 way."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_migrate.MIGRATIONS_DIR))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    engine.dispose()
+    at, state = 1_700_000_000_000_000, state_of([7])
+    raw = sqlite3.connect(path)
+    raw.execute(
+        "INSERT INTO projections VALUES (?, ?, 1, 1, ?, ?, ?)",
+        ("s1", KIND, state, projection_checksum("s1", KIND, 1, 1, state), at),
+    )
+    payload = '{"n": 7}'
+    raw.execute(
+        "INSERT INTO events VALUES ('s1', 1, 'counter.added', 1, ?, ?, ?)",
+        (payload, at, event_checksum("s1", 1, "counter.added", 1, at, payload)),
+    )
+    raw.execute("INSERT INTO entity_index VALUES ('e1', 's1', 'thing')")
+    raw.commit()
+    raw.close()
+
+
+def test_a_0001_database_is_migrated_and_its_rows_check_out(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _database_at_0001(path)
+    with open_store(path) as store:
+        assert store.lookup("e1") == ("s1", "thing")
+        assert store.lookup("e2") is None
+        assert [p.stream_id for p in store.list_projections(KIND)] == ["s1"]
+        assert store.verify(CounterFolder()).ok
+        assert add(store, "s1", [1], index=[IndexEntry(entity_id="e2", entity_kind="thing")]) == 2
+        assert store.lookup("e2") == ("s1", "thing")
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
+        assert raw.execute("PRAGMA user_version").fetchone()[0] != 0
+    finally:
+        raw.close()
+    with open_store(path) as again:  # stamped: opens without Alembic, checks out
+        assert again.head("s1") == 2
 
 
 def test_unsupported_backend_is_invalid_argument() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -14,22 +15,11 @@ from turnkeeper.cli.context import (
     parse_json_arg,
 )
 from turnkeeper.cli.output import console, print_json, safe
-from turnkeeper.cli.render import (
-    audit_counters,
-    render_audit,
-    render_goal_list,
-    render_repair,
-    render_verify,
-)
-from turnkeeper.cli.render_sessions import render_recovery_report, render_session_list
 from turnkeeper.errors import DataLoss, FailedPrecondition
-from turnkeeper.kernel import parse_proposal
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.store import open_store
-from turnkeeper.store.records import MismatchKind, VerifyReport
+
+# What a command needs beyond parsing its arguments is imported when it runs.
+if TYPE_CHECKING:
+    from turnkeeper.store.records import VerifyReport
 
 
 @handles_errors
@@ -38,6 +28,9 @@ def init(
     as_json: bool = JsonOption,
 ) -> None:
     """Create .turnkeeper/ (and its database) here, and keep it out of git."""
+    from turnkeeper.runtime.project import init_project
+    from turnkeeper.store import open_store
+
     project, created = init_project(path)
     open_store(project.database_url).close()  # creates and migrates the schema now
     if as_json:
@@ -52,14 +45,20 @@ def init(
 @handles_errors
 def status(as_json: bool = JsonOption) -> None:
     """Everything in flight: goals with their audit counters, sessions with their turns."""
+    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.runtime.session_listing import list_sessions, recovery_report
+    from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
+
     with open_project_store() as (_, store):
         goals = GoalService(store)
         rows = [(state, goals.audit(state.goal.id)) for state in goals.list_goals()]
-        session_states = SessionService(store).list()
+        sessions = list_sessions(store)
+        # A log behind its workspaces' snapshots lost acknowledged writes: DATA_LOSS.
+        check_workspaces_not_ahead(store, [s.state for s in sessions])
     if as_json:
         print_json(
             {
-                "sessions": session_states,
+                "sessions": [s.state for s in sessions],
                 "goals": [
                     {
                         "id": s.goal.id,
@@ -76,18 +75,29 @@ def status(as_json: bool = JsonOption) -> None:
     if not rows:
         console.print("no goals yet: `turnkeeper goal add TITLE`")
         return
+    from turnkeeper.cli.render import render_goal_list
+    from turnkeeper.cli.render_sessions import render_recovery_report, render_session_list
+
     render_goal_list(rows)
-    if session_states:
-        render_session_list(session_states)
-        for state in session_states:
-            if state.latest_recovery_report is not None and state.counters.turns_lost:
-                console.print(f"[bold]session {safe(state.session_id[:8])}[/]")
-                render_recovery_report(state.latest_recovery_report)
+    if sessions:
+        render_session_list(sessions)
+        for session in sessions:
+            report = recovery_report(session) if session.counters.get("turns_lost") else None
+            if report is not None:
+                console.print(f"[bold]session {safe(session.session_id[:8])}[/]")
+                render_recovery_report(report)
+            failed = ((session.state.get("last_completed") or {}).get("snapshot") or {}).get(
+                "snapshot_failed"
+            )
+            if failed:
+                console.print(f"[red]session {safe(session.session_id[:8])}[/]: {safe(failed)}")
 
 
 @handles_errors
 def audit(goal_id: str, as_json: bool = JsonOption) -> None:
     """The terminal audit of a goal: every counter and every named blocker."""
+    from turnkeeper.cli.render import audit_counters, render_audit
+
     with goal_service() as goals:
         result = goals.audit(goal_id)
     if as_json:
@@ -99,7 +109,7 @@ def audit(goal_id: str, as_json: bool = JsonOption) -> None:
 def _exit_for(report: VerifyReport) -> None:
     if report.ok:
         return
-    if any(m.kind is MismatchKind.SOURCE_WRITE for m in report.mismatches):
+    if report.data_loss:  # a damaged or lost record, even one repair can rebuild
         raise typer.Exit(DataLoss("").exit_code)
     raise typer.Exit(FailedPrecondition("").exit_code)
 
@@ -107,8 +117,13 @@ def _exit_for(report: VerifyReport) -> None:
 @handles_errors
 def verify(as_json: bool = JsonOption) -> None:
     """Fold every stream again and compare every projection; checksums on every record."""
+    from turnkeeper.cli.render import render_verify
+    from turnkeeper.runtime.folder import kernel_folder
+    from turnkeeper.runtime.workspace_claims import behind_mismatches
+
     with open_project_store() as (_, store), console.status("verifying", spinner="dots"):
         report = store.verify(kernel_folder())
+        report.mismatches.extend(behind_mismatches(store))
     if as_json:
         print_json(report.model_dump(mode="json") | {"ok": report.ok})
     else:
@@ -117,13 +132,31 @@ def verify(as_json: bool = JsonOption) -> None:
 
 
 @handles_errors
-def repair(as_json: bool = JsonOption) -> None:
+def repair(
+    accept_loss: list[str] = typer.Option(
+        [],
+        "--accept-loss",
+        metavar="SESSION",
+        help="Accept that the database lost this session's later turns (verify: "
+        "database_behind_workspace): its snapshots the log lacks move to "
+        "refs/turnkeeper/lost/ and `run` goes on from what the log holds.",
+    ),
+    as_json: bool = JsonOption,
+) -> None:
     """Rebuild mismatched projections through the kernel's fold, then verify again."""
+    from turnkeeper.cli.render import render_repair
+    from turnkeeper.runtime.folder import kernel_folder
+    from turnkeeper.runtime.workspace_claims import accept_losses, behind_mismatches
+
     with open_project_store() as (_, store), console.status("repairing", spinner="dots"):
+        moved = accept_losses(store, accept_loss)
         report = store.repair(kernel_folder())
+        report.after.mismatches.extend(behind_mismatches(store))
     if as_json:
-        print_json(report.model_dump(mode="json") | {"ok": report.after.ok})
+        print_json(report.model_dump(mode="json") | {"ok": report.after.ok, "lost": moved})
     else:
+        for ref in moved:
+            console.print(f"kept the snapshot the log lacks as {safe(ref)}")
         render_repair(report)
     _exit_for(report.after)
 
@@ -137,6 +170,8 @@ def propose(
     as_json: bool = JsonOption,
 ) -> None:
     """Submit any kernel proposal as JSON (the full surface, for scripts and agents)."""
+    from turnkeeper.kernel import parse_proposal
+
     parsed = parse_proposal(parse_json_arg("--proposal", proposal))
     with goal_service() as goals:
         done = goals.submit(goal_id, parsed)

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from turnkeeper.errors import DataLoss, FailedPrecondition, NotFound
-from turnkeeper.store.records import EventRecord, NewEvent
+from turnkeeper.store.records import EventRecord, IndexEntry, NewEvent
 
 StateT = TypeVar("StateT", bound=BaseModel)
 EventT = TypeVar("EventT", bound=BaseModel)
@@ -78,11 +78,20 @@ class StreamCodec(Generic[StateT, EventT]):
         return self.fold_events(self.decode_event(r) for r in records)
 
 
+# What a stream kind's events register in the entity index (runtime/goals.py, sessions.py).
+Indexer = Callable[[Sequence[Any]], Sequence[IndexEntry]]
+
+
 class KernelFolder:
     """The store's view of every stream kind the kernel knows."""
 
-    def __init__(self, codecs: Iterable[StreamCodec[Any, Any]]):
+    def __init__(
+        self,
+        codecs: Iterable[StreamCodec[Any, Any]],
+        indexers: Mapping[str, Indexer] | None = None,
+    ):
         self._codecs = {codec.kind: codec for codec in codecs}
+        self._indexers = dict(indexers or {})
 
     def codec(self, kind: str) -> StreamCodec[Any, Any]:
         try:
@@ -97,9 +106,35 @@ class KernelFolder:
         codec = self.codec(kind)
         return codec.encode_state(codec.fold_records(events))
 
+    def fold_with_index(
+        self, kind: str, events: Sequence[EventRecord]
+    ) -> tuple[str, list[IndexEntry]]:
+        """The fold and the index entries the events register, decoding each event once
+        (``verify`` recomputes the entity index from them)."""
+        codec = self.codec(kind)
+        indexer = self._indexers.get(kind)
+        entries: list[IndexEntry] = []
+
+        def decoded() -> Iterable[Any]:
+            for record in events:
+                event = codec.decode_event(record)
+                if indexer is not None:
+                    entries.extend(indexer([event]))
+                yield event
+
+        return codec.encode_state(codec.fold_events(decoded())), entries
+
     def same_state(self, kind: str, a: str, b: str) -> bool:
-        # Compare parsed JSON, so key order and spacing never count as a mismatch.
+        # Compare parsed JSON, so key order and spacing never count as a mismatch; then
+        # the decoded states, so a field added since the projection was written (it
+        # decodes to its default) does not either.
         try:
-            return bool(json.loads(a) == json.loads(b))
+            if json.loads(a) == json.loads(b):
+                return True
         except json.JSONDecodeError:
+            return False
+        codec = self.codec(kind)
+        try:
+            return bool(codec.decode_state(kind, a) == codec.decode_state(kind, b))
+        except DataLoss:
             return False

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from turnkeeper.errors import NotFound, TurnkeeperError
 from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide
+from turnkeeper.kernel.limits import fit_title
 from turnkeeper.kernel.session import (
     AcceptTurn,
     CompleteTurn,
@@ -36,7 +37,7 @@ from turnkeeper.kernel.session import (
 from turnkeeper.kernel.session.records import ReceiptSuccess, SnapshotRef
 from turnkeeper.runtime.goals import GOAL_CODEC, goal_stream, index_entries
 from turnkeeper.runtime.sessions import SESSION_CODEC, session_index, session_stream
-from turnkeeper.runtime.snapshots import artifact_path, capture
+from turnkeeper.runtime.snapshots import SnapshotClaims, artifact_path, capture
 from turnkeeper.runtime.streams import StreamPlan, decide_and_append_many, load_stream
 from turnkeeper.runtime.workspace import git_revision
 from turnkeeper.runtime.writeback import (
@@ -181,6 +182,10 @@ class TurnCommits:
         artifact = artifact_path(
             state.host_kind, state.host_config, handle, workspace, reported_artifact
         )
+        claims = SnapshotClaims(
+            turns_accepted=state.counters.turns_accepted,
+            goal_seq=self._store.head(goal_stream(state.goal_id)),
+        )
         try:
             snap = capture(
                 workspace,
@@ -189,14 +194,18 @@ class TurnCommits:
                 state.counters.turns_completed + 1,
                 artifact,
                 retain=self._retain,
+                claims=claims,
             )
-        except (TurnkeeperError, OSError):
+        except (TurnkeeperError, OSError) as exc:
             # A workspace git cannot snapshot (locked, corrupt) must not lose the turn's
-            # completion: the turn completes without a snapshot, and a revert to it is
-            # refused (FAILED_PRECONDITION) rather than restoring something else.
-            return base.model_copy(update={"workspace_revision": git_revision(workspace)})
+            # completion: the turn completes with the failure recorded (status and
+            # `session show` say so), the next turn tries again, and a revert to this
+            # one is refused rather than restoring something else.
+            failed = exc.message if isinstance(exc, TurnkeeperError) else f"{exc}"
+            return self._unsnapshotted(base, workspace, failed)
         if snap is None:
-            return base.model_copy(update={"workspace_revision": git_revision(workspace)})
+            failed = f"the workspace {workspace} is no longer the top of a git repository"
+            return self._unsnapshotted(base, workspace, failed)
         return base.model_copy(
             update={
                 "workspace_revision": snap.parent,
@@ -206,6 +215,15 @@ class TurnCommits:
                 "host_artifact_path": snap.artifact_path,
                 "host_artifact_copy": snap.artifact_copy,
                 "host_artifact_digest": snap.artifact_digest,
+            }
+        )
+
+    @staticmethod
+    def _unsnapshotted(base: SnapshotRef, workspace: Path, why: str) -> SnapshotRef:
+        return base.model_copy(
+            update={
+                "workspace_revision": git_revision(workspace),
+                "snapshot_failed": fit_title(f"snapshot failed: {why}"),
             }
         )
 

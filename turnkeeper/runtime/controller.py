@@ -54,6 +54,7 @@ from turnkeeper.runtime.session_checks import (
     no_progress_reported,
 )
 from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store.base import EventStore
 
 __all__ = [
@@ -234,9 +235,14 @@ class Controller:
         recovery. A session that meets an unexpected error stops alone; the first such
         error is raised once every session has stopped."""
         process_tree.become_subreaper()
-        ids = session_ids or [
-            s.session_id for s in self.sessions.list() if s.status in ("ready", "running")
-        ]
+        every = self.sessions.list()
+        ids = session_ids or [s.session_id for s in every if s.status in ("ready", "running")]
+        # A database behind what its workspaces' snapshots say it recorded (a lost WAL)
+        # would have completed turns run again: refused before anything is driven.
+        driven = set(ids)
+        check_workspaces_not_ahead(
+            self.sessions.store, [s for s in every if s.session_id in driven]
+        )
         summary = RunSummary()
         self._slots = TurnSlots(self.config.max_concurrent, self.config.max_turns, self._stop)
         threads = SessionThreads()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from turnkeeper.runtime.codec import KernelFolder
-from turnkeeper.runtime.goals import GOAL_CODEC
-from turnkeeper.runtime.sessions import SESSION_CODEC
+from turnkeeper.runtime.goals import GOAL_CODEC, index_entries
+from turnkeeper.runtime.sessions import SESSION_CODEC, session_index
 
 
 def kernel_folder() -> KernelFolder:
-    return KernelFolder([GOAL_CODEC, SESSION_CODEC])
+    return KernelFolder(
+        [GOAL_CODEC, SESSION_CODEC],
+        indexers={GOAL_CODEC.kind: index_entries, SESSION_CODEC.kind: session_index},
+    )

@@ -42,6 +42,8 @@ class OperationRecord:
     steps: list[str] = field(default_factory=list)
     generation: int | None = None
     payload_digest: str | None = None
+    # A revert: what it moved aside rather than destroy (runtime/workspace_restore.py).
+    preserved: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

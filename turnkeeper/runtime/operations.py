@@ -11,8 +11,10 @@ Revert runs in three steps:
    snapshot in progress, the interrupted turn failed with a crash note, REVERT started.
 3. **execute** — bring HEAD back to where the snapshot was taken when the agent
    committed since (runtime/workspace_head.py), restore the worktree and the host
-   artifact in place, record the restore (so a retry never restores twice), finish
-   with the same generation back: the session is ``suspended`` at its snapshot.
+   artifact in place — moving aside what the restore replaces, named in the result
+   as ``preserved`` (runtime/workspace_restore.py) — record the restore (so a retry
+   never restores twice), finish with the same generation back: the session is
+   ``suspended`` at its snapshot.
 
 A failure anywhere keeps the operation pending; the retry (same or another request
 id) joins it and completes it. A session that is not crashed comes back unchanged,
@@ -50,10 +52,16 @@ from turnkeeper.runtime.snapshots import (
     is_repository,
     remove_all,
     restore_artifact,
-    restore_workspace,
     sha256_file,
 )
 from turnkeeper.runtime.workspace_head import remove_reverted, restore_head
+from turnkeeper.runtime.workspace_restore import (
+    ARTIFACT_DIR,
+    Preserver,
+    preserve_root,
+    read_preserved,
+    restore_workspace,
+)
 from turnkeeper.store.base import EventStore
 
 __all__ = ["OperationRecord", "OperationResult", "Operations", "payload_digest"]
@@ -75,10 +83,12 @@ class OperationResult:
     operation: OperationRecord | None = None
 
     def as_json(self) -> dict[str, Any]:
+        preserved = self.operation.preserved if self.operation else None
         return {
             "request_id": self.request_id,
             "result": self.result,
             "operation": self.operation.as_json() if self.operation else None,
+            "preserved": preserved,
             "session": self.session.model_dump(mode="json"),
         }
 
@@ -110,7 +120,15 @@ class Operations:
     # --- reading ------------------------------------------------------------------------
 
     def show(self, request_id: str) -> OperationRecord:
-        return read_operation(self._store, request_id)
+        """The operation, with what a revert moved aside (``preserved``) when it did."""
+        record = read_operation(self._store, request_id)
+        if record.kind == "revert":
+            workspace = Path(self._sessions.load(record.session_id).workspace)
+            if is_repository(workspace):
+                root = preserve_root(workspace, record.session_id, record.root_request_id)
+                found = read_preserved(root)
+                record.preserved = found.as_json() if found is not None else None
+        return record
 
     def _known(self, request_id: str, kind: str, sid: str) -> OperationRecord | None:
         """The operation ``request_id`` already names, or None for a new request.
@@ -197,17 +215,20 @@ class Operations:
         assert snap.workspace_tree is not None
         assert snap.workspace_commit is not None
         workspace = Path(state.workspace)
+        sid = state.session_id
         # Named by the operation, not this request: every joined retry keeps (and
-        # finds) the agent's later commits under the same private ref.
-        restore_head(workspace, state.session_id, op.request_id, snap.workspace_commit, self._point)
-        restore_workspace(workspace, snap.workspace_tree)
+        # finds) the agent's later commits under the same private ref, and what the
+        # restore moved aside under the same directory.
+        restore_head(workspace, sid, op.request_id, snap.workspace_commit, self._point)
+        preserver = Preserver(workspace, preserve_root(workspace, sid, op.request_id))
+        restore_workspace(workspace, snap.workspace_tree, preserver, sid)
         self._point("revert.restoring")
         if snap.host_artifact_copy is not None and snap.host_artifact_path is not None:
-            restore_artifact(
-                Path(snap.host_artifact_copy),
-                Path(snap.host_artifact_path),
-                snap.host_artifact_digest,
-            )
+            copy, live = Path(snap.host_artifact_copy), Path(snap.host_artifact_path)
+            if live.is_file() and sha256_file(live) != snap.host_artifact_digest:
+                # The crashed turn's transcript: the snapshot's copy cannot bring it back.
+                preserver.move_file(live, f"{ARTIFACT_DIR}/{live.name}")
+            restore_artifact(copy, live, snap.host_artifact_digest)
 
     # --- delete -------------------------------------------------------------------------
 

@@ -16,12 +16,17 @@ and a turn can tell when the live file no longer is what the last snapshot saw.
 The ordinal (the session's completed-turn count) makes ref names sort in turn
 order, which is how retention finds the oldest snapshots to prune.
 
-Cost. Each session keeps its own index file next to its copies, so ``git add -A``
+Each snapshot commit's message names what the log must already hold when it is
+taken: the session, the turn, its ordinal, how many turns the session had accepted
+and the goal stream's head (:class:`SnapshotClaims`). A database found behind
+those claims lost acknowledged writes (runtime/workspace_claims.py).
+
+Cost. Each session keeps its own index file in the git directory, so ``git add -A``
 re-hashes only what changed since the last snapshot. A turn that changed nothing
 — same stat fingerprint of the worktree, HEAD and artifact
 (runtime/workspace_fingerprint.py), or the same tree, parent and artifact digest —
 reuses the last snapshot instead of writing a new commit: the snapshot a revert
-restores is then the same, byte for byte.
+restores is then the same, byte for byte. (Restoring one: runtime/workspace_restore.py.)
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -38,24 +42,37 @@ from pathlib import Path
 from typing import Any
 
 from turnkeeper.effects import split_host_config
-from turnkeeper.errors import FailedPrecondition, TurnkeeperError, Unavailable
+from turnkeeper.errors import FailedPrecondition, TurnkeeperError
 from turnkeeper.hosts import claude, codex
+from turnkeeper.kernel.session.records import SnapshotRef
+from turnkeeper.runtime.gitcmd import SNAPSHOT_REF_PREFIX, git, private_git_dir
 from turnkeeper.runtime.workspace import git_revision
 from turnkeeper.runtime.workspace_fingerprint import fingerprint
 
-REF_PREFIX = "refs/turnkeeper/snapshots"
+__all__ = ["REF_PREFIX", "Snapshot", "SnapshotClaims", "capture", "git", "workspace_tree"]
+
+REF_PREFIX = SNAPSHOT_REF_PREFIX
 PRIVATE_DIR = ".turnkeeper"
 RETAIN_ENV = "TURNKEEPER_SNAPSHOT_RETAIN"
 DEFAULT_RETAIN = 20
-# A fixed identity: a snapshot must not depend on (or fail for lack of) user git config.
-_IDENTITY = {
-    "GIT_AUTHOR_NAME": "turnkeeper",
-    "GIT_AUTHOR_EMAIL": "turnkeeper@localhost",
-    "GIT_COMMITTER_NAME": "turnkeeper",
-    "GIT_COMMITTER_EMAIL": "turnkeeper@localhost",
-}
-# Everything below the workspace except turnkeeper's private directory.
-_PATHSPEC = (".", f":(exclude,top){PRIVATE_DIR}")
+# Everything below the workspace except turnkeeper's private directory at its top.
+# The excluded name starts with a wildcard on purpose: git (2.39 at least) reports an
+# exclude pathspec whose literal part names an ignored path as "paths are ignored"
+# and fails the whole ``add`` — and ``turnkeeper init`` ignores ``.turnkeeper/``.
+# (Plain pathspecs: ``*`` matches across ``/``, so the second covers everything below.)
+PATHSPEC = (".", f":(exclude,top)[{PRIVATE_DIR[0]}]{PRIVATE_DIR[1:]}",
+            f":(exclude,top)[{PRIVATE_DIR[0]}]{PRIVATE_DIR[1:]}/*")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SnapshotClaims:
+    """What the log holds when a snapshot is taken, written into its commit message:
+    the turns the session had accepted (this one included) and the goal stream's
+    head. Both were durable before the snapshot (``turn.accepted`` and every goal
+    append commit durably), so a log found with less lost acknowledged writes."""
+
+    turns_accepted: int
+    goal_seq: int
 
 
 @dataclass(frozen=True)
@@ -96,33 +113,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def git(
-    cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **_IDENTITY, **(env or {})}
-    full_env.pop("GIT_DIR", None)  # the workspace's own repository, whatever the caller set
-    try:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise FailedPrecondition(f"git cannot run in {cwd}: {exc}", reason="no_git") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise Unavailable(f"git {args[0]} timed out in {cwd}", reason="git_timeout") from exc
-    if check and proc.returncode != 0:
-        raise FailedPrecondition(
-            f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.strip()[:500]}",
-            reason="git_failed",
-        )
-    return proc
-
-
 def is_repository(workspace: Path) -> bool:
     """Whether ``workspace`` is the top level of a git repository. Remembered per
     ``.git`` inode: a workspace without ``.git`` is answered by stat alone."""
@@ -144,22 +134,48 @@ def is_repository(workspace: Path) -> bool:
     return found
 
 
+_GITLINK_MODE = "160000"
+
+
+def submodule_refusal(workspace: Path) -> str | None:
+    """Why snapshots cannot hold this repository, or None: a snapshot records a
+    submodule as one commit id, never its files, so a revert could not bring back what
+    an agent changed in one — whether the workspace is a submodule or holds some."""
+    above = git(workspace, "rev-parse", "--show-superproject-working-tree", check=False)
+    if above.returncode == 0 and above.stdout.strip():
+        return f"it is a submodule of {above.stdout.strip()}"
+    staged = git(workspace, "--no-optional-locks", "ls-files", "--stage", "-z").stdout
+    inner = [e.split("\t", 1)[1] for e in staged.split("\0") if e.startswith(_GITLINK_MODE)]
+    if inner or (workspace / ".gitmodules").is_file():
+        named = ", ".join(inner[:5]) or "listed in .gitmodules"
+        return f"it holds submodules ({named})"
+    return None
+
+
 def _head(workspace: Path) -> str | None:
     proc = git(workspace, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+def scratch_dir(workspace: Path, prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory in the git directory (``turnkeeper/tmp/``), not ``/tmp``:
+    what a killed process leaves there stays inside the repository it belongs to."""
+    base = private_git_dir(workspace) / "tmp"
+    base.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=base)
+
+
 def workspace_tree(workspace: Path) -> str:
     """The tree of the worktree as it is now (tracked + untracked-not-ignored files), built
     in a throwaway index so the user's index is untouched."""
-    with tempfile.TemporaryDirectory(prefix="turnkeeper-index-") as tmp:
+    with scratch_dir(workspace, "index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _seed_index(workspace, Path(tmp) / "index", env)
-        git(workspace, "add", "-A", "--", *_PATHSPEC, env=env)
+        seed_index(workspace, Path(tmp) / "index", env)
+        git(workspace, "add", "-A", "--", *PATHSPEC, env=env)
         return git(workspace, "write-tree", env=env).stdout.strip()
 
 
-def _seed_index(workspace: Path, target: Path, env: Mapping[str, str]) -> None:
+def seed_index(workspace: Path, target: Path, env: Mapping[str, str]) -> None:
     """Start the throwaway index from a copy of the user's index (its stat cache spares
     ``git add -A`` from rehashing every file each turn; ``add -A`` then makes every
     path match the worktree, so what the user staged does not leak in), else from HEAD.
@@ -200,11 +216,13 @@ def capture(
     artifact: Path | None,
     *,
     retain: int | None = None,
+    claims: SnapshotClaims | None = None,
 ) -> Snapshot | None:
     """Snapshot ``workspace`` (and copy ``artifact``) for the turn; None outside a git
     repository's top level (nothing to snapshot). Idempotent for one turn: a retry
     after a crash rewrites the same ref and copy. A workspace unchanged since the
-    session's last snapshot in this process gets that snapshot back."""
+    session's last snapshot in this process gets that snapshot back. ``claims`` go
+    into the commit message (see :class:`SnapshotClaims`)."""
     if not is_repository(workspace):
         return None
     key = (workspace.resolve(), session_id)
@@ -213,17 +231,30 @@ def capture(
         last = _last.get(key)
     if seen is not None and last is not None and last[0] == seen.digest:
         return last[1]
-    snapshot = _capture(workspace, session_id, turn_id, ordinal, artifact, last, retain)
+    name = snapshot_name(ordinal, turn_id)
+    message = snapshot_message(session_id, turn_id, ordinal, claims)
+    snapshot = _capture(workspace, session_id, name, message, artifact, last, retain)
     with _last_lock:
         _last[key] = (seen.digest if seen is not None and seen.trusted else None, snapshot)
     return snapshot
 
 
+def snapshot_message(
+    session_id: str, turn_id: str, ordinal: int, claims: SnapshotClaims | None
+) -> str:
+    """The commit message: one ``key: value`` line per fact (runtime/workspace_claims.py
+    reads them back with ``git for-each-ref``)."""
+    lines = [f"session: {session_id}", f"turn: {turn_id}", f"ordinal: {ordinal}"]
+    if claims is not None:
+        lines += [f"turns-accepted: {claims.turns_accepted}", f"goal-seq: {claims.goal_seq}"]
+    return "turnkeeper snapshot\n\n" + "\n".join(lines) + "\n"
+
+
 def _capture(
     workspace: Path,
     session_id: str,
-    turn_id: str,
-    ordinal: int,
+    name: str,
+    message: str,
     artifact: Path | None,
     last: tuple[str | None, Snapshot] | None,
     retain: int | None,
@@ -232,8 +263,6 @@ def _capture(
     parent = git_revision(workspace)
     if last is not None and _unchanged(last[1], tree, parent, artifact):
         return last[1]  # only ignored or stat-only changes: the same snapshot
-    name = snapshot_name(ordinal, turn_id)
-    message = f"turnkeeper snapshot\n\nsession: {session_id}\nturn: {turn_id}\n"
     args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
     commit = git(workspace, *args).stdout.strip()
     ref = f"{REF_PREFIX}/{session_id}/{name}"
@@ -283,10 +312,10 @@ def _session_tree(workspace: Path, session_id: str) -> str:
     for attempt in range(2):
         if not index.is_file():
             index.parent.mkdir(parents=True, exist_ok=True)
-            _seed_index(workspace, index, env)
+            seed_index(workspace, index, env)
         try:
             _drop_newly_ignored(workspace, env)
-            git(workspace, "add", "-A", "--", *_PATHSPEC, env=env)
+            git(workspace, "add", "-A", "--", *PATHSPEC, env=env)
             return git(workspace, "write-tree", env=env).stdout.strip()
         except FailedPrecondition:
             if attempt:
@@ -327,6 +356,15 @@ def forget(workspace: Path, session_id: str) -> None:
     """Drop what this process remembers of the session's last snapshot."""
     with _last_lock:
         _last.pop((workspace.resolve(), session_id), None)
+
+
+def snapshot_kept(ref: SnapshotRef, retained: set[str]) -> str:
+    """How ``session snapshots`` tells a completed turn's snapshot: ``yes`` (its ref is
+    there), ``pruned`` (retention removed it), ``failed`` (it could not be taken: see
+    ``snapshot_failed``) or ``none`` (snapshots off)."""
+    if ref.snapshot_ref is not None:
+        return "yes" if ref.snapshot_ref in retained else "pruned"
+    return "failed" if ref.snapshot_failed else "none"
 
 
 def session_refs(workspace: Path, session_id: str) -> list[tuple[str, str]]:
@@ -399,44 +437,7 @@ def artifact_path(
     return None
 
 
-# --- restoring (revert) ------------------------------------------------------------------
-
-
-def _files_of(workspace: Path, env: Mapping[str, str]) -> set[str]:
-    out = git(workspace, "ls-files", "-z", env=env).stdout
-    return {name for name in out.split("\0") if name}
-
-
-def restore_workspace(workspace: Path, tree: str) -> None:
-    """Make the worktree hold exactly ``tree``, in place: files the snapshot lacks are
-    removed (ignored files and ``.turnkeeper/`` are left alone), the snapshot's files
-    are written back. HEAD, branch, index and stash are not touched. Idempotent, so a
-    retry after a crash mid-restore simply runs it again."""
-    with tempfile.TemporaryDirectory(prefix="turnkeeper-restore-") as tmp:
-        now_env = {"GIT_INDEX_FILE": str(Path(tmp) / "now")}
-        _seed_index(workspace, Path(tmp) / "now", now_env)
-        git(workspace, "add", "-A", "--", *_PATHSPEC, env=now_env)
-        snap_env = {"GIT_INDEX_FILE": str(Path(tmp) / "snap")}
-        git(workspace, "read-tree", tree, env=snap_env)
-        extra = _files_of(workspace, now_env) - _files_of(workspace, snap_env)
-        for name in sorted(extra):
-            path = workspace / name
-            if path.is_symlink() or path.is_file():
-                path.unlink()
-            for parent in path.parents:  # drop directories the removal emptied
-                if parent == workspace or any(parent.iterdir()):
-                    break
-                parent.rmdir()
-        # A file that became a directory (or back) would block the checkout.
-        for name in _files_of(workspace, snap_env):
-            for parent in (workspace / name).parents:
-                if parent == workspace:
-                    break
-                if parent.is_file() or parent.is_symlink():
-                    parent.unlink()
-            if (workspace / name).is_dir() and not (workspace / name).is_symlink():
-                shutil.rmtree(workspace / name)
-        git(workspace, "checkout-index", "-a", "-f", env=snap_env)
+# --- what a revert needs ------------------------------------------------------------
 
 
 def restore_artifact(copy: Path, target: Path, digest: str | None) -> None:

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from turnkeeper.errors import Aborted, FailedPrecondition
-from turnkeeper.runtime.snapshots import git, refs_under
+from turnkeeper.runtime.gitcmd import worktree_git
+from turnkeeper.runtime.snapshots import refs_under
 
 REVERTED_PREFIX = "refs/turnkeeper/reverted"
 HEAD_MOVED_POINT = "revert.head_moved"
@@ -36,7 +37,7 @@ HEAD_MOVED_POINT = "revert.head_moved"
 _REF_SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
-def _ref_component(request_id: str) -> str:
+def ref_component(request_id: str) -> str:
     safe = _REF_SAFE.fullmatch(request_id) and ".." not in request_id
     if safe and not request_id.endswith((".", ".lock")):
         return request_id
@@ -45,11 +46,11 @@ def _ref_component(request_id: str) -> str:
 
 def saved_ref(session_id: str, request_id: str) -> str:
     """Where the revert ``request_id`` keeps the commit it took the branch away from."""
-    return f"{REVERTED_PREFIX}/{session_id}/{_ref_component(request_id)}"
+    return f"{REVERTED_PREFIX}/{session_id}/{ref_component(request_id)}"
 
 
 def commit_of(workspace: Path, rev: str) -> str | None:
-    proc = git(workspace, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}", check=False)
+    proc = worktree_git(workspace, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}", check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
@@ -60,7 +61,7 @@ def snapshot_parent(workspace: Path, snapshot_commit: str) -> str | None:
 
 def _head_ref(workspace: Path) -> str:
     """The ref HEAD moves: its branch (even an unborn one), or ``HEAD`` when detached."""
-    proc = git(workspace, "symbolic-ref", "-q", "HEAD", check=False)
+    proc = worktree_git(workspace, "symbolic-ref", "-q", "HEAD", check=False)
     return proc.stdout.strip() if proc.returncode == 0 else "HEAD"
 
 
@@ -72,7 +73,7 @@ def _keep(workspace: Path, ref: str, commit: str) -> None:
     if existing is not None:
         # HEAD moved again between two attempts of this revert: keep that one beside.
         ref = f"{ref}+{commit[:12]}"
-    git(workspace, "update-ref", ref, commit, "")  # "" : only if it does not exist yet
+    worktree_git(workspace, "update-ref", ref, commit, "")  # "" : only if it does not exist yet
 
 
 def _move(workspace: Path, ref: str, new: str | None, old: str | None, why: str) -> None:
@@ -86,7 +87,7 @@ def _move(workspace: Path, ref: str, new: str | None, old: str | None, why: str)
         args = ["update-ref", "-m", why, *no_deref, "-d", ref, old or ""]
     else:
         args = ["update-ref", "-m", why, *no_deref, ref, new, old or ""]
-    proc = git(workspace, *args, check=False)
+    proc = worktree_git(workspace, *args, check=False)
     if proc.returncode == 0:
         return
     if commit_of(workspace, ref) != old:
@@ -102,12 +103,12 @@ def _move(workspace: Path, ref: str, new: str | None, old: str | None, why: str)
 
 def _reset_index(workspace: Path, commit: str | None) -> None:
     if commit is None:
-        git(workspace, "read-tree", "--empty")
+        worktree_git(workspace, "read-tree", "--empty")
     else:
-        git(workspace, "read-tree", commit)
+        worktree_git(workspace, "read-tree", commit)
     # read-tree drops the stat cache; refresh it so `git status` need not rehash.
     # (It exits 1 when files differ from the index, which is expected here.)
-    git(workspace, "update-index", "-q", "--refresh", check=False)
+    worktree_git(workspace, "update-index", "-q", "--refresh", check=False)
 
 
 def restore_head(
@@ -146,4 +147,4 @@ def remove_reverted(workspace: Path, session_id: str) -> None:
     """Drop the session's reverted refs (session delete: no orphans). The commits stay
     named in the branch's reflog until git expires it."""
     for ref, _ in reverted_refs(workspace, session_id):
-        git(workspace, "update-ref", "-d", ref)
+        worktree_git(workspace, "update-ref", "-d", ref)

@@ -1,5 +1,8 @@
 """Record checksums: blake2b-128 over an unambiguous encoding of every stored field.
 
+Every table that answers a question is guarded: events, projections (their state,
+and apart from it their creation time) and the entity index.
+
 Strings are length-prefixed so that moving a byte from one field into the next
 changes the digest; the last field (payload / state) needs no prefix. Reads
 encode with ``surrogateescape`` so that text the database hands back with
@@ -51,3 +54,21 @@ def projection_checksum(
     h = blake2b(_encode(head, strict), digest_size=_DIGEST_SIZE)
     h.update(_encode(state, strict))
     return h.hexdigest()
+
+
+def index_checksum(
+    entity_id: str, stream_id: str, entity_kind: str, *, strict: bool = False
+) -> str:
+    """Checksum of one entity index row: which stream owns an id, and as what."""
+    head = f"ix1\x00{len(entity_id)}:{entity_id}\x00{len(stream_id)}:{stream_id}\x00"
+    h = blake2b(_encode(head, strict), digest_size=_DIGEST_SIZE)
+    h.update(_encode(entity_kind, strict))
+    return h.hexdigest()
+
+
+def created_checksum(stream_id: str, created_at: int, *, strict: bool = False) -> str:
+    """Checksum of a projection row's creation time (the listing order). The time is
+    fixed at the stream's first append, so it is guarded apart from the row's state,
+    which every append rewrites."""
+    text = f"cr1\x00{len(stream_id)}:{stream_id}\x00{created_at}"
+    return blake2b(_encode(text, strict), digest_size=_DIGEST_SIZE).hexdigest()

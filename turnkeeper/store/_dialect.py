@@ -70,6 +70,31 @@ class Dialect:
         """The typed error for a driver exception, or None when it is not a database error."""
         raise NotImplementedError
 
+    def check_file(self) -> None:
+        """Refuse a database file whose fixed header fields are damaged (``DATA_LOSS``)
+        before the driver opens it; nothing to do for a server database."""
+
+    def schema_description(self, conn: Connection) -> list[tuple[str, ...]]:
+        """The schema as the database describes it, in a stable order: what the schema
+        stamp is computed over (see _migrate.py)."""
+        raise NotImplementedError
+
+    def read_stamp(self, conn: Connection) -> int:
+        """The schema stamp the database carries (0: none)."""
+        raise NotImplementedError
+
+    def write_stamp(self, conn: Connection, stamp: int) -> None:
+        """Record the schema stamp, inside the migration's transaction."""
+        raise NotImplementedError
+
+    def integrity_problems(self, conn: Connection) -> list[str]:
+        """What the database's own structural check finds (empty: nothing)."""
+        raise NotImplementedError
+
+    def unindexed(self, table: str) -> str:
+        """``table`` as a FROM item read by scanning the table itself, past its indexes."""
+        return table
+
     def is_integrity_error(self, exc: BaseException) -> bool:
         """A constraint violation (PEP 249 names the class the same in every driver)."""
         if isinstance(exc, DBAPIError) and exc.orig is not None:
@@ -80,6 +105,7 @@ class Dialect:
 # sqlite3 primary result codes (the low byte of an extended code).
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
 _SQLITE_UNAVAILABLE = {3, 7, 8, 10, 13, 14, 15}  # PERM NOMEM READONLY IOERR FULL CANTOPEN PROTOCOL
+_SCHEMA_DAMAGE = ("no such table", "no such column", "no such index", "has no column named")
 
 # Text columns come back through this decoder: invalid UTF-8 (a flipped byte on
 # disk) becomes lone surrogates instead of an OperationalError that would abort
@@ -187,6 +213,14 @@ class SqliteDialect(Dialect):
             return DataLoss(
                 f"database file is damaged: {text} ({_where(details)})", reason=reason, details=info
             )
+        if any(sign in text for sign in _SCHEMA_DAMAGE):
+            # The schema was checked against its stamp on open, so a table, column or
+            # index this code's own statements name cannot be missing unless damaged.
+            return DataLoss(
+                f"database schema is damaged: {text} ({_where(details)})",
+                reason="schema_damaged",
+                details=info,
+            )
         if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
             return Unavailable(
                 f"database is locked past the timeout: {text}",
@@ -198,6 +232,101 @@ class SqliteDialect(Dialect):
                 f"database unavailable: {text}", reason="database_unavailable", details=info
             )
         return None
+
+    def check_file(self) -> None:
+        path = _file_of(self.url)
+        if path is None:
+            return
+        try:
+            with path.open("rb") as handle:
+                header = handle.read(_HEADER_BYTES)
+        except FileNotFoundError:
+            return  # a new database
+        except OSError as exc:
+            raise Unavailable(
+                f"database unavailable: {exc}", reason="database_unavailable"
+            ) from exc
+        if len(header) < _HEADER_BYTES:
+            return  # empty or shorter than a header: SQLite itself says "not a database"
+        problem = _header_problem(header)
+        if problem is not None:
+            raise DataLoss(
+                f"database file is damaged: its header {problem} ({path})",
+                reason="database_corrupt",
+                details={"record": "file_header", "driver_error": problem},
+            )
+
+    def schema_description(self, conn: Connection) -> list[tuple[str, ...]]:
+        rows = conn.exec_driver_sql(
+            "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
+            " WHERE name NOT LIKE 'sqlite_stat%' AND name <> 'sqlite_sequence'"
+            " ORDER BY type, name"
+        ).all()
+        return [tuple(str(v) for v in row) for row in rows]
+
+    def read_stamp(self, conn: Connection) -> int:
+        value = conn.exec_driver_sql("PRAGMA user_version").scalar()
+        return int(value) if isinstance(value, int) else -1
+
+    def write_stamp(self, conn: Connection, stamp: int) -> None:
+        conn.exec_driver_sql(f"PRAGMA user_version = {int(stamp)}")
+
+    def integrity_problems(self, conn: Connection) -> list[str]:
+        rows = conn.exec_driver_sql("PRAGMA integrity_check(100)").all()
+        found = [str(row[0]) for row in rows]
+        return [] if found == ["ok"] else found
+
+    def unindexed(self, table: str) -> str:
+        return f"{table} NOT INDEXED"
+
+
+# The fixed part of a SQLite file header this store relies on (sqlite.org/fileformat):
+# offset -> (what, allowed values). A WAL database has read/write versions 2; this
+# store never uses reserved bytes, auto-vacuum or another text encoding.
+_HEADER_BYTES = 100
+_MAGIC = b"SQLite format 3\x00"
+_HEADER_BYTE_RULES: dict[int, tuple[str, frozenset[int]]] = {
+    18: ("file format write version", frozenset({1, 2})),
+    19: ("file format read version", frozenset({1, 2})),
+    20: ("reserved space per page", frozenset({0})),
+    21: ("maximum payload fraction", frozenset({64})),
+    22: ("minimum payload fraction", frozenset({32})),
+    23: ("leaf payload fraction", frozenset({32})),
+}
+_HEADER_WORD_RULES: dict[int, tuple[str, frozenset[int]]] = {
+    44: ("schema format", frozenset({0, 1, 2, 3, 4})),  # 0: tables only in the WAL yet
+    52: ("auto-vacuum root page", frozenset({0})),
+    56: ("text encoding", frozenset({0, 1})),  # 0: as for the schema format
+    64: ("incremental vacuum flag", frozenset({0})),
+}
+
+
+def _header_problem(header: bytes) -> str | None:
+    if header[:16] != _MAGIC:
+        return None  # SQLite reports "file is not a database" itself (NOTADB)
+    page_size = int.from_bytes(header[16:18], "big")
+    if page_size != 1 and (page_size < 512 or page_size & (page_size - 1)):
+        return f"names page size {page_size}"
+    if header[18] != header[19]:
+        return f"names read version {header[19]} but write version {header[18]}"
+    for offset, (what, allowed) in _HEADER_BYTE_RULES.items():
+        if header[offset] not in allowed:
+            return f"has {what} {header[offset]} at byte {offset}"
+    for offset, (what, allowed) in _HEADER_WORD_RULES.items():
+        value = int.from_bytes(header[offset : offset + 4], "big")
+        if value not in allowed:
+            return f"has {what} {value} at byte {offset}"
+    if any(header[72:92]):
+        return "has bytes set in its reserved area (72-91)"
+    return None
+
+
+def _file_of(url: str) -> Path | None:
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    rest = url[len(prefix) :].split("?", 1)[0]
+    return Path(rest) if rest and rest != ":memory:" else None
 
 
 def _code(exc: sqlite3.Error) -> int:

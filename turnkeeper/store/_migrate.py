@@ -4,57 +4,109 @@ Importing and running Alembic costs far more than opening a store should, so
 ``ensure_schema`` first reads the ``alembic_version`` row and compares it with
 :data:`HEAD_REVISION`; only a missing or older revision starts Alembic, under
 the write lock so two processes opening a fresh file do not both create it.
+
+The schema is guarded like a record. Every migration ends by stamping the database
+(:meth:`Dialect.write_stamp`; in SQLite its ``user_version``) with
+:func:`schema_stamp`: a digest of the revision and of the schema as the database
+describes it (its tables and indexes with their SQL). On open the stamp is computed
+again: a flipped bit in the revision row, a table or column name, or an index
+definition does not match it, and is ``DATA_LOSS`` — never an ``INTERNAL`` error at
+the first query that meets it, nor a "schema too new" for a revision that is only a
+damaged one. A revision this code does not know is "too new" only when its stamp
+checks out. (The rule is for every release to keep: it is how an older release
+tells a newer schema from a damaged one.)
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from hashlib import blake2b
 from pathlib import Path
 
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from turnkeeper.errors import FailedPrecondition
+from turnkeeper.errors import DataLoss, FailedPrecondition
 from turnkeeper.store._dialect import WRITE_OPTION, Dialect
 
 # Every revision this code knows, oldest first; the last is the head. A test
 # checks this list against the scripts in migrations/versions.
-KNOWN_REVISIONS: tuple[str, ...] = ("0001",)
+KNOWN_REVISIONS: tuple[str, ...] = ("0001", "0002")
 HEAD_REVISION = KNOWN_REVISIONS[-1]
+# Revisions written before the stamp existed: their databases carry none (0).
+UNSTAMPED_REVISIONS = frozenset({"0001"})
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# The tables of every revision: a database holding one has been migrated before.
+OWN_TABLES = frozenset({"events", "projections", "entity_index"})
 
 _VERSION_SQL = text("SELECT version_num FROM alembic_version")
 
 
+def schema_stamp(revision: str, schema: Sequence[tuple[str, ...]]) -> int:
+    """A non-zero 31-bit digest of the revision and the schema description."""
+    digest = blake2b(f"turnkeeper-schema\0{revision}\0".encode(), digest_size=4)
+    for row in schema:
+        digest.update("\0".join(row).encode("utf-8", "surrogateescape") + b"\n")
+    return (int.from_bytes(digest.digest(), "big") & 0x7FFFFFFF) or 1
+
+
 def ensure_schema(engine: Engine, dialect: Dialect) -> None:
-    """Bring the database to :data:`HEAD_REVISION`; refuse one newer than this code."""
+    """Bring the database to :data:`HEAD_REVISION`; refuse one newer than this code,
+    and one whose schema does not check out (``DATA_LOSS``)."""
     try:
         with engine.connect() as conn:
-            current = _check(conn.execute(_VERSION_SQL).scalars().all())
+            schema = dialect.schema_description(conn)
+            tables = {row[1] for row in schema if row[0] == "table"}
+            if "alembic_version" not in tables:
+                current = None
+            else:
+                versions = conn.execute(_VERSION_SQL).scalars().all()
+                current = _check(versions, dialect.read_stamp(conn), schema)
     except DBAPIError as exc:
         typed = dialect.translate(exc, operation="open")
         if typed is not None:
             raise typed from exc
-        current = None  # no alembic_version table yet: a new (or empty) file
+        raise
+    if current is None and tables & OWN_TABLES:
+        raise _damaged("its tables are there but the record of its revision is not", tables)
     if current == HEAD_REVISION:
         return
-    _upgrade(engine)
+    _upgrade(engine, dialect)
 
 
-def _check(versions: Sequence[str]) -> str | None:
+def _damaged(why: str, found: object) -> DataLoss:
+    return DataLoss(
+        f"the database schema is damaged: {why} (restore the database from a backup)",
+        reason="schema_damaged",
+        details={"record": "schema", "found": str(found)[:500]},
+    )
+
+
+def _check(versions: Sequence[str], stamp: int, schema: Sequence[tuple[str, ...]]) -> str | None:
+    """The revision the database is at, once its stamp checks out."""
     if not versions:
         return None
-    unknown = [v for v in versions if v not in KNOWN_REVISIONS]
-    if unknown or len(versions) > 1:
-        raise FailedPrecondition(
-            f"database schema {versions} is newer than this code (head {HEAD_REVISION}); "
-            "upgrade turnkeeper",
-            reason="schema_too_new",
-            details={"database_revisions": list(versions), "code_head": HEAD_REVISION},
-        )
-    return versions[0]
+    if len(versions) > 1:
+        raise _damaged("it names several revisions", list(versions))
+    version = versions[0]
+    if not isinstance(version, str):
+        raise _damaged("its revision is not text", version)
+    if stamp == schema_stamp(version, schema):
+        if version not in KNOWN_REVISIONS:
+            raise FailedPrecondition(
+                f"database schema {list(versions)} is newer than this code (head "
+                f"{HEAD_REVISION}); upgrade turnkeeper",
+                reason="schema_too_new",
+                details={"database_revisions": list(versions), "code_head": HEAD_REVISION},
+            )
+        return version
+    if stamp == 0 and version in UNSTAMPED_REVISIONS:
+        return version  # older than the stamp: the migration about to run stamps it
+    raise _damaged(
+        f"revision {version!r} and the tables it describes do not match its stamp", version
+    )
 
 
 # Alembic keeps its migration context in process-global state, so two threads
@@ -63,7 +115,7 @@ def _check(versions: Sequence[str]) -> str | None:
 _ALEMBIC_LOCK = threading.Lock()
 
 
-def _upgrade(engine: Engine) -> None:
+def _upgrade(engine: Engine, dialect: Dialect) -> None:
     from alembic import command
     from alembic.config import Config
 
@@ -73,7 +125,7 @@ def _upgrade(engine: Engine) -> None:
         conn.begin(),
     ):
         # Re-read under the write lock: another process may have migrated meanwhile.
-        if _current_in_tx(conn) == HEAD_REVISION:
+        if _current_in_tx(conn, dialect) == HEAD_REVISION:
             return
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -81,9 +133,13 @@ def _upgrade(engine: Engine) -> None:
         # is transactional): a crash mid-migration leaves the old schema.
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+        # The stamp commits with the migration, so a database at a revision always
+        # carries that revision's stamp.
+        dialect.write_stamp(conn, schema_stamp(HEAD_REVISION, dialect.schema_description(conn)))
 
 
-def _current_in_tx(conn: Connection) -> str | None:
-    if not inspect(conn).has_table("alembic_version"):
+def _current_in_tx(conn: Connection, dialect: Dialect) -> str | None:
+    schema = dialect.schema_description(conn)
+    if not any(row[0] == "table" and row[1] == "alembic_version" for row in schema):
         return None
-    return _check(conn.execute(_VERSION_SQL).scalars().all())
+    return _check(conn.execute(_VERSION_SQL).scalars().all(), dialect.read_stamp(conn), schema)

@@ -13,9 +13,9 @@ from typing import Any, TypeAlias
 from sqlalchemy import Engine, Executable, Row, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from turnkeeper.errors import TurnkeeperError
+from turnkeeper.errors import DataLoss, TurnkeeperError
 from turnkeeper.store._dialect import WRITE_OPTION, Dialect
-from turnkeeper.store._schema import entity_index, events, projections
+from turnkeeper.store._schema import events, projections
 
 # A result row of any width (SQLAlchemy 2.1 types rows by their column tuple).
 AnyRow: TypeAlias = Row[*tuple[Any, ...]]
@@ -50,6 +50,22 @@ _PROJECTION_SQL = (
     "SELECT stream_id, kind, head_seq, schema_version, state, checksum "
     "FROM projections WHERE stream_id = ?"
 )
+_PROJECTION_HEAD_SQL = "SELECT head_seq FROM projections WHERE stream_id = ?"
+_LOOKUP_SQL = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
+# The same questions asked of the tables past their indexes: what a miss is checked
+# with (a damaged index entry must not turn into a wrong NOT_FOUND), and how listings
+# and verify read every row (a row whose indexed column is damaged is still seen).
+_PROJECTION_SCAN = (
+    "SELECT stream_id, kind, head_seq, schema_version, state, checksum, created_at, "
+    "created_check FROM {projections}"
+)
+_LOOKUP_SCAN = (
+    "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index} WHERE entity_id = ?"
+)
+_INDEX_PAGE_SQL = (
+    "SELECT rowid, entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
+    " WHERE rowid > ? ORDER BY rowid LIMIT ?"
+)
 
 
 class Reader:
@@ -66,6 +82,8 @@ class Reader:
             raise
         except SQLAlchemyError as exc:
             raise self.typed(exc, **context) from exc
+        except UnicodeError as exc:
+            raise self.typed(exc, **context) from exc
         except Exception as exc:
             # Errors raised inside pool "connect" hooks can arrive unwrapped.
             typed = self.dialect.translate(exc, **context)
@@ -75,6 +93,14 @@ class Reader:
 
     def typed(self, exc: BaseException, **context: Any) -> TurnkeeperError:
         typed = self.dialect.translate(exc, **context)
+        if typed is None and isinstance(exc, UnicodeError):
+            # Every text bound to a read came from a caller that checked it, or from
+            # the database itself: one that does not encode was read from a damaged row.
+            typed = DataLoss(
+                f"text read from the database does not encode: {exc}",
+                reason="undecodable_text",
+                details=context,
+            )
         if typed is None:
             typed = TurnkeeperError(f"database error: {exc}", reason="internal", details=context)
         return typed
@@ -130,6 +156,25 @@ class Reader:
         )
         return rows[0] if rows else None
 
+    def projection_head(self, stream_id: str) -> Any | None:
+        """The head a stream's projection row was written at (None: no row)."""
+        rows = self.driver_rows(
+            _PROJECTION_HEAD_SQL, (stream_id,), stream_id=stream_id, record="projection"
+        )
+        return rows[0][0] if rows else None
+
+    def projection_unindexed(self, stream_id: str) -> list[Any]:
+        """The projection rows of ``stream_id`` found by scanning the table (a miss of
+        :meth:`projection` is confirmed with this: the table is one row per stream)."""
+        sql = self._scan(_PROJECTION_SCAN) + " WHERE stream_id = ?"
+        return self.driver_rows(sql, (stream_id,), stream_id=stream_id, record="projection")
+
+    def all_projections(self) -> list[Any]:
+        """Every projection row with its creation time and check, read from the table
+        itself: ``(stream_id, kind, head_seq, schema_version, state, checksum,
+        created_at, created_check)``."""
+        return self.driver_rows(self._scan(_PROJECTION_SCAN), (), record="projection")
+
     def projections_of_kind(self, kind: str) -> Sequence[AnyRow]:
         stmt = (
             select(*PROJECTION_COLUMNS)
@@ -137,6 +182,22 @@ class Reader:
             .order_by(projections.c.created_at, projections.c.stream_id)
         )
         return self.rows(stmt, kind=kind, record="projection")
+
+    def created(self, stream_id: str) -> Any | None:
+        """``(created_at, created_check)`` of a stream's projection row."""
+        rows = self.driver_rows(
+            "SELECT created_at, created_check FROM projections WHERE stream_id = ?",
+            (stream_id,),
+            stream_id=stream_id,
+            record="projection",
+        )
+        return rows[0] if rows else None
+
+    def _scan(self, sql: str) -> str:
+        return sql.format(
+            projections=self.dialect.unindexed("projections"),
+            entity_index=self.dialect.unindexed("entity_index"),
+        )
 
     def stream_ids(self, after: str | None, limit: int) -> list[str]:
         """A page of projected stream ids in key order (keyset pagination)."""
@@ -155,17 +216,32 @@ class Reader:
         )
         return [r[0] for r in self.rows(stmt, record="event")]
 
-    def lookup(self, entity_id: str) -> tuple[str, str] | None:
-        stmt = select(entity_index.c.stream_id, entity_index.c.entity_kind).where(
-            entity_index.c.entity_id == entity_id
-        )
-        rows = self.rows(stmt, entity_id=entity_id)
-        return (rows[0][0], rows[0][1]) if rows else None
+    def lookup(self, entity_id: str) -> Any | None:
+        """``(stream_id, entity_kind, checksum)`` of ``entity_id``, through its index."""
+        rows = self.driver_rows(_LOOKUP_SQL, (entity_id,), entity_id=entity_id, record="index")
+        return rows[0] if rows else None
+
+    def lookup_unindexed(self, entity_id: str) -> list[Any]:
+        """``(entity_id, stream_id, entity_kind, checksum)`` rows found by scanning."""
+        sql = self._scan(_LOOKUP_SCAN)
+        return self.driver_rows(sql, (entity_id,), entity_id=entity_id, record="index")
+
+    def index_page(self, after_rowid: int, limit: int) -> list[Any]:
+        """A page of entity index rows in table order: ``(rowid, entity_id, stream_id,
+        entity_kind, checksum)``."""
+        return self.driver_rows(self._scan(_INDEX_PAGE_SQL), (after_rowid, limit), record="index")
 
     def replace_projection(
-        self, old: AnyRow, head_seq: int, schema_version: int, state: str, checksum: str
+        self,
+        old: AnyRow,
+        head_seq: int,
+        schema_version: int,
+        state: str,
+        checksum: str,
+        created: tuple[int, str] | None = None,
     ) -> bool:
-        """Overwrite a projection row unless it or its stream moved since ``old`` was read."""
+        """Overwrite a projection row unless it or its stream moved since ``old`` was read;
+        ``created`` puts back its creation time and check."""
         stream_id = old[0]
         events_head = (
             select(func.coalesce(func.max(events.c.seq), 0))
@@ -184,6 +260,8 @@ class Reader:
                 head_seq=head_seq, schema_version=schema_version, state=state, checksum=checksum
             )
         )
+        if created is not None:
+            stmt = stmt.values(created_at=created[0], created_check=created[1])
         with (
             self.errors(stream_id=stream_id, record="projection"),
             self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn,

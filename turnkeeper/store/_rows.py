@@ -6,7 +6,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from turnkeeper.errors import DataLoss
-from turnkeeper.store._checksum import event_checksum, projection_checksum
+from turnkeeper.store._checksum import (
+    created_checksum,
+    event_checksum,
+    index_checksum,
+    projection_checksum,
+)
 from turnkeeper.store.records import EventRecord, Projection
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -24,8 +29,9 @@ def event_from_row(row: Any) -> EventRecord:
     """``row`` = (stream_id, seq, type, schema_version, payload, recorded_at, checksum)."""
     stream_id, seq, type_, schema_version, payload, recorded_at, checksum = row
     try:
+        _types(row, (str, int, str, int, str, int, str))
         computed = event_checksum(stream_id, seq, type_, schema_version, recorded_at, payload)
-    except (TypeError, ValueError) as exc:  # a column came back with the wrong type
+    except Exception as exc:  # a column came back with the wrong type or bad text
         computed = f"<unreadable: {exc}>"
     if computed != checksum:
         raise DataLoss(
@@ -55,8 +61,9 @@ def projection_from_row(row: Any) -> Projection:
     """``row`` = (stream_id, kind, head_seq, schema_version, state, checksum)."""
     stream_id, kind, head_seq, schema_version, state, checksum = row
     try:
+        _types(row, (str, str, int, int, str, str))
         computed = projection_checksum(stream_id, kind, head_seq, schema_version, state)
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:
         computed = f"<unreadable: {exc}>"
     if computed != checksum:
         raise DataLoss(
@@ -78,6 +85,64 @@ def projection_from_row(row: Any) -> Projection:
         state=state,
         checksum=checksum,
     )
+
+
+def _types(row: Any, types: tuple[type, ...]) -> None:
+    """A damaged record header can make SQLite hand back a column as another type."""
+    for value, kind in zip(row, types, strict=True):
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TypeError(f"{value!r:.40} is not {kind.__name__}")
+
+
+def index_from_row(entity_id: str, row: Any) -> tuple[str, str]:
+    """``row`` = (stream_id, entity_kind, checksum) of ``entity_id``: who owns it."""
+    stream_id, entity_kind, checksum = row
+    try:
+        _types(row, (str, str, str))
+        computed = index_checksum(entity_id, stream_id, entity_kind)
+    except Exception as exc:
+        computed = f"<unreadable: {exc}>"
+    if computed != checksum:
+        raise DataLoss(
+            f"the entity index row of {entity_id!r} failed its checksum (run `turnkeeper verify`)",
+            reason="checksum_mismatch",
+            details={
+                "entity_id": entity_id,
+                "record": "index",
+                "stream_id": stream_id if isinstance(stream_id, str) else None,
+                "stored_checksum": checksum,
+                "computed_checksum": computed,
+            },
+        )
+    return stream_id, entity_kind
+
+
+def check_created(stream_id: str, created_at: Any, created_check: Any) -> int:
+    """A projection row's creation time (its place in a listing), checked."""
+    try:
+        _types((created_at, created_check), (int, str))
+        computed = created_checksum(stream_id, created_at)
+    except Exception as exc:
+        computed = f"<unreadable: {exc}>"
+    if computed != created_check:
+        raise DataLoss(
+            f"the creation time of stream {stream_id!r} failed its checksum",
+            reason="checksum_mismatch",
+            details={"stream_id": stream_id, "record": "projection", "field": "created_at"},
+        )
+    return int(created_at)
+
+
+def row_seq(stream_id: str, row: Any) -> int:
+    """The sequence number of an event row; ``DATA_LOSS`` when it is not an integer."""
+    seq = row[1]
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        raise DataLoss(
+            f"an event of stream {stream_id!r} has an unreadable sequence number",
+            reason="checksum_mismatch",
+            details={"stream_id": stream_id, "record": "event", "seq": None},
+        )
+    return seq
 
 
 def check_contiguous(stream_id: str, expected: int, seq: int) -> None:

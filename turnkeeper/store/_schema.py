@@ -31,8 +31,10 @@ projections = Table(
     Column("schema_version", Integer, nullable=False),
     Column("state", Text, nullable=False),
     Column("checksum", String(64), nullable=False),
-    # Creation order for list_projections ("oldest stream first"); not checksummed.
+    # Creation order for list_projections ("oldest stream first"): fixed at the first
+    # append (the first event's recorded_at), guarded by its own checksum.
     Column("created_at", BigInteger, nullable=False),
+    Column("created_check", String(64), nullable=False),
 )
 
 entity_index = Table(
@@ -41,4 +43,5 @@ entity_index = Table(
     Column("entity_id", String(200), primary_key=True),
     Column("stream_id", String(200), ForeignKey("projections.stream_id"), nullable=False),
     Column("entity_kind", String(100), nullable=False),
+    Column("checksum", String(64), nullable=False),
 )

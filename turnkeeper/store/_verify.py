@@ -1,5 +1,9 @@
 """verify and repair: fold every stream again and compare with its stored projection.
 
+Before the streams, SQLite's own integrity check; after them, the entity index
+against the one the events imply (both in _verify_index.py). Each projection's
+creation time (the listing order) must be its first event's.
+
 Streams can hold a million events, so nothing here loads a stream at once:
 the folder receives a :class:`StreamView`, a lazy ``Sequence`` that reads
 bounded chunks and checks each event's checksum and sequence number as the
@@ -16,11 +20,19 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from turnkeeper.errors import DataLoss, FailedPrecondition, TurnkeeperError
-from turnkeeper.store._checksum import projection_checksum
+from turnkeeper.store._checksum import created_checksum, projection_checksum
 from turnkeeper.store._reads import AnyRow, Reader
-from turnkeeper.store._rows import check_contiguous, event_from_row, projection_from_row
+from turnkeeper.store._rows import (
+    check_contiguous,
+    check_created,
+    event_from_row,
+    projection_from_row,
+    row_seq,
+)
+from turnkeeper.store._verify_index import ALL_STREAMS, IndexCheck, structure_problems
 from turnkeeper.store.records import (
     EventRecord,
+    IndexEntry,
     Mismatch,
     MismatchKind,
     ProjectionFolder,
@@ -45,6 +57,7 @@ class StreamView(Sequence[EventRecord]):
         self._head = head
         self.verified_through = 0  # every seq <= this was read and passed
         self.problems: dict[int, Mismatch] = {}
+        self.first_recorded_at: int | None = None  # event 1's, once read and verified
 
     def __len__(self) -> int:
         return self._head
@@ -56,10 +69,11 @@ class StreamView(Sequence[EventRecord]):
             if not rows:
                 self._gap(after + 1, self._head + 1)
             for row in rows:
-                if row[1] != after + 1:
-                    self._gap(after + 1, row[1])
+                seq = self._seq(row)
+                if seq != after + 1:
+                    self._gap(after + 1, seq)
                 yield self._verified(row)
-                after = row[1]
+                after = seq
                 self.verified_through = max(self.verified_through, after)
 
     @overload
@@ -71,9 +85,16 @@ class StreamView(Sequence[EventRecord]):
             return [self[i] for i in range(self._head)[index]]
         seq = range(1, self._head + 1)[index]  # IndexError outside, negatives from the end
         rows = self._reader.events(self._stream_id, seq - 1, seq, 1)
-        if not rows or rows[0][1] != seq:
-            self._gap(seq, rows[0][1] if rows else self._head + 1)
+        if not rows or self._seq(rows[0]) != seq:
+            self._gap(seq, self._seq(rows[0]) if rows else self._head + 1)
         return self._verified(rows[0])
+
+    def _seq(self, row: AnyRow) -> int:
+        try:
+            return row_seq(self._stream_id, row)
+        except DataLoss as exc:
+            self._record(self.verified_through + 1, exc.message)
+            raise _ViewAbort(exc.message, reason=exc.reason, details=exc.details) from exc
 
     def _chunk(self, after: int) -> Sequence[AnyRow]:
         try:
@@ -84,10 +105,13 @@ class StreamView(Sequence[EventRecord]):
 
     def _verified(self, row: AnyRow) -> EventRecord:
         try:
-            return event_from_row(row)
+            record = event_from_row(row)
         except DataLoss as exc:
-            self._record(int(row[1]), exc.message)
+            self._record(self._seq(row), exc.message)
             raise _ViewAbort(exc.message, reason=exc.reason, details=exc.details) from exc
+        if record.seq == 1:
+            self.first_recorded_at = int(row[5])
+        return record
 
     def _gap(self, first_missing: int, next_present: int) -> None:
         try:
@@ -100,7 +124,11 @@ class StreamView(Sequence[EventRecord]):
         self.problems.setdefault(
             seq,
             Mismatch(
-                stream_id=self._stream_id, kind=MismatchKind.SOURCE_WRITE, seq=seq, detail=detail
+                stream_id=self._stream_id,
+                kind=MismatchKind.SOURCE_WRITE,
+                seq=seq,
+                detail=detail,
+                damaged=True,
             ),
         )
 
@@ -118,7 +146,10 @@ class StreamView(Sequence[EventRecord]):
                     self._gap(after + 1, self._head + 1)
                 break
             for row in rows:
-                seq = int(row[1])
+                try:
+                    seq = self._seq(row)
+                except _ViewAbort:
+                    return checked  # no order left to scan by; reported once is enough
                 with suppress(_ViewAbort):  # recorded in self.problems; keep scanning
                     if seq != after + 1:
                         self._gap(after + 1, seq)
@@ -139,10 +170,14 @@ class StreamCheck:
     head: int = 0
     state: str | None = None  # the fold result, when the fold succeeded
     schema_version: int = 0
+    index: Sequence[IndexEntry] | None = None  # what the events register, when told
+    created_at: int | None = None  # the creation time to put back, when it is wrong
 
-    def add(self, kind: MismatchKind, detail: str, seq: int | None = None) -> None:
+    def add(
+        self, kind: MismatchKind, detail: str, seq: int | None = None, *, damaged: bool = False
+    ) -> None:
         self.mismatches.append(
-            Mismatch(stream_id=self.stream_id, kind=kind, seq=seq, detail=detail)
+            Mismatch(stream_id=self.stream_id, kind=kind, seq=seq, detail=detail, damaged=damaged)
         )
 
 
@@ -157,6 +192,16 @@ def check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> St
         return out
 
 
+def _fold(
+    folder: ProjectionFolder, kind: str, view: StreamView
+) -> tuple[str, Sequence[IndexEntry] | None]:
+    with_index = getattr(folder, "fold_with_index", None)
+    if with_index is None:
+        return folder.fold(kind, view), None
+    state, entries = with_index(kind, view)
+    return str(state), list(entries)
+
+
 def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> StreamCheck:
     out = StreamCheck(stream_id)
     out.head = reader.events_head(stream_id)
@@ -164,7 +209,7 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
     view = StreamView(reader, stream_id, out.head)
     if out.row is None:
         out.repairable = False  # the kind is unknown, so nothing can fold it
-        out.add(MismatchKind.PROJECTION, "events without a projection row")
+        out.add(MismatchKind.PROJECTION, "events without a projection row", damaged=True)
         out.events_checked = view.scan_rest()
         out.mismatches.extend(view.problems.values())
         return out
@@ -174,10 +219,10 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
         projection_from_row(out.row)
     except DataLoss as exc:
         projection_ok = False
-        out.add(MismatchKind.PROJECTION, exc.message, out.row[2])
+        out.add(MismatchKind.PROJECTION, exc.message, _int_or_none(out.row[2]), damaged=True)
     try:
         out.schema_version = folder.projection_schema_version(kind)
-        out.state = folder.fold(kind, view)
+        out.state, out.index = _fold(folder, kind, view)
     except _ViewAbort:
         pass  # the view recorded the bad record
     except FailedPrecondition as exc:
@@ -188,8 +233,10 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
         out.add(MismatchKind.SOURCE_WRITE, f"fold failed: {exc!r}")
     out.events_checked = view.scan_rest()
     out.mismatches.extend(sorted(view.problems.values(), key=lambda m: m.seq or 0))
+    _check_created(reader, out, view.first_recorded_at)
     if out.state is None or any(m.kind is not MismatchKind.PROJECTION for m in out.mismatches):
         out.repairable = False  # the fold is not trustworthy: events are the authority
+        out.index = None
         return out
     if not projection_ok:
         return out  # its fields cannot be trusted; rebuilding it is the whole answer
@@ -218,13 +265,40 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
     return out
 
 
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _check_created(reader: Reader, out: StreamCheck, first_recorded_at: int | None) -> None:
+    """The projection's creation time must check out and be its first event's."""
+    row = reader.created(out.stream_id)
+    if row is None or first_recorded_at is None:
+        return  # no row (reported already), or event 1 unreadable (reported already)
+    try:
+        created_at = check_created(out.stream_id, row[0], row[1])
+    except DataLoss as exc:
+        out.add(MismatchKind.PROJECTION, exc.message, damaged=True)
+        out.created_at = first_recorded_at
+        return
+    if created_at != first_recorded_at:
+        out.add(
+            MismatchKind.PROJECTION,
+            f"projection created at {created_at}, its first event recorded at {first_recorded_at}",
+            damaged=True,
+        )
+        out.created_at = first_recorded_at
+
+
 def _fold_kind(exc: FailedPrecondition) -> MismatchKind:
     if exc.reason == "unsupported_schema_version":
         return MismatchKind.MIGRATION
     return MismatchKind.SOURCE_WRITE
 
 
-ALL_STREAMS = "*"  # the stream id of a mismatch that no single stream can own
+def _unreadable_id(value: object) -> StreamCheck:
+    out = StreamCheck(ALL_STREAMS, repairable=False)
+    out.add(MismatchKind.SOURCE_WRITE, f"a stream id reads as {value!r:.60}", damaged=True)
+    return out
 
 
 def _checks(reader: Reader, folder: ProjectionFolder) -> Iterator[StreamCheck]:
@@ -233,34 +307,56 @@ def _checks(reader: Reader, folder: ProjectionFolder) -> Iterator[StreamCheck]:
         while True:
             page = reader.stream_ids(after, _PAGE)
             for stream_id in page:
-                yield check_stream(reader, folder, stream_id)
-            if len(page) < _PAGE:
+                if isinstance(stream_id, str):
+                    yield check_stream(reader, folder, stream_id)
+                else:  # a damaged record header: the id came back as another type
+                    yield _unreadable_id(stream_id)
+            named = [i for i in page if isinstance(i, str)]
+            if len(page) < _PAGE or not named or named[-1] == after:
                 break
-            after = page[-1]
+            after = named[-1]
         orphans = reader.orphan_stream_ids()
     except DataLoss as exc:  # the tables themselves are unreadable past this point
         out = StreamCheck(ALL_STREAMS, repairable=False)
-        out.add(MismatchKind.SOURCE_WRITE, f"cannot enumerate streams: {exc.message}")
+        out.add(MismatchKind.SOURCE_WRITE, f"cannot enumerate streams: {exc.message}", damaged=True)
         yield out
         return
     for stream_id in orphans:
-        yield check_stream(reader, folder, stream_id)
+        if isinstance(stream_id, str):
+            yield check_stream(reader, folder, stream_id)
+        else:
+            yield _unreadable_id(stream_id)
+
+
+def _tally(index: IndexCheck, check: StreamCheck) -> None:
+    if check.index is None:
+        index.not_folded(check.stream_id)
+    else:
+        index.registered(check.stream_id, check.index)
 
 
 def verify(reader: Reader, folder: ProjectionFolder) -> VerifyReport:
     streams = events = 0
-    mismatches: list[Mismatch] = []
+    mismatches = structure_problems(reader)
+    index = IndexCheck()
     for check in _checks(reader, folder):
         streams += 1
         events += check.events_checked
         mismatches.extend(check.mismatches)
+        _tally(index, check)
+    mismatches.extend(index.compare(reader))
     return VerifyReport(streams_checked=streams, events_checked=events, mismatches=mismatches)
 
 
 def repair(reader: Reader, folder: ProjectionFolder) -> RepairReport:
+    """Rebuild what the events can rebuild: projections (state, head, version and
+    creation time) through the fold. Damaged events, the file's structure and the
+    entity index are reported, not rewritten."""
     repaired: list[str] = []
-    unrepairable: list[Mismatch] = []
+    unrepairable = structure_problems(reader)
+    index = IndexCheck()
     for check in _checks(reader, folder):
+        _tally(index, check)
         if not check.mismatches:
             continue
         if not check.repairable or check.state is None or check.row is None:
@@ -270,9 +366,13 @@ def repair(reader: Reader, folder: ProjectionFolder) -> RepairReport:
         checksum = projection_checksum(
             check.stream_id, kind, check.head, check.schema_version, check.state, strict=True
         )
+        created = None
+        if check.created_at is not None:
+            created = (check.created_at, created_checksum(check.stream_id, check.created_at))
         # Conditional on the row and the stream not having moved since the fold.
         if reader.replace_projection(
-            check.row, check.head, check.schema_version, check.state, checksum
+            check.row, check.head, check.schema_version, check.state, checksum, created
         ):
             repaired.append(check.stream_id)
+    unrepairable.extend(index.compare(reader))
     return RepairReport(repaired=repaired, unrepairable=unrepairable, after=verify(reader, folder))

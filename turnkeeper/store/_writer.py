@@ -28,12 +28,14 @@ from typing import Any
 
 from turnkeeper.errors import (
     AlreadyExists,
+    DataLoss,
     FailedPrecondition,
     InvalidArgument,
     StreamConflict,
     TurnkeeperError,
 )
 from turnkeeper.store._dialect import DBAPICursor, Dialect
+from turnkeeper.store._rows import index_from_row
 
 _allocate_lock = _thread.allocate_lock
 
@@ -43,8 +45,8 @@ _UPDATE_PROJECTION = (
 )
 _INSERT_PROJECTION = (
     "INSERT INTO projections"
-    " (stream_id, kind, head_seq, schema_version, state, checksum, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO NOTHING"
+    " (stream_id, kind, head_seq, schema_version, state, checksum, created_at, created_check)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO NOTHING"
 )
 _INSERT_EVENT = (
     "INSERT INTO events"
@@ -52,10 +54,10 @@ _INSERT_EVENT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_INDEX = (
-    "INSERT INTO entity_index (entity_id, stream_id, entity_kind) VALUES (?, ?, ?)"
+    "INSERT INTO entity_index (entity_id, stream_id, entity_kind, checksum) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (entity_id) DO NOTHING"
 )
-_SELECT_INDEX = "SELECT stream_id, entity_kind FROM entity_index WHERE entity_id = ?"
+_SELECT_INDEX = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
 _SELECT_PROJECTION_HEAD = "SELECT head_seq, kind FROM projections WHERE stream_id = ?"
 _SELECT_EVENTS_HEAD = "SELECT MAX(seq) FROM events WHERE stream_id = ?"
 
@@ -68,9 +70,9 @@ class StreamWrite:
     kind: str
     expected_seq: int
     new_head: int
-    projection: tuple[Any, ...]  # (schema_version, state, checksum, created_at)
+    projection: tuple[Any, ...]  # (schema_version, state, checksum, created_at, created_check)
     events: list[tuple[Any, ...]]  # rows for _INSERT_EVENT
-    index: list[tuple[str, str, str]]  # rows for _INSERT_INDEX
+    index: list[tuple[str, str, str, str]]  # rows for _INSERT_INDEX
 
 
 @dataclass(slots=True, eq=False)
@@ -217,7 +219,7 @@ class GroupCommitWriter:
         """
         cur = self._cur
         rows: list[tuple[Any, ...]] = []
-        index: list[tuple[str, str, str]] = []
+        index: list[tuple[str, str, str, str]] = []
         pending = self._pending
         try:
             for req in batch:
@@ -280,11 +282,20 @@ class GroupCommitWriter:
     def _write_projection(self, part: StreamWrite) -> TurnkeeperError | None:
         """The head check and projection write in one statement; on failure nothing is written."""
         cur = self._cur
-        sv, state, checksum, created_at = part.projection
+        sv, state, checksum, created_at, created_check = part.projection
         if part.expected_seq == 0:
             cur.execute(
                 self._sql["insert"],
-                (part.stream_id, part.kind, part.new_head, sv, state, checksum, created_at),
+                (
+                    part.stream_id,
+                    part.kind,
+                    part.new_head,
+                    sv,
+                    state,
+                    checksum,
+                    created_at,
+                    created_check,
+                ),
             )
         else:
             cur.execute(
@@ -319,10 +330,14 @@ class GroupCommitWriter:
                 self._check_index(part)
 
     def _check_index(self, part: StreamWrite) -> None:
-        for entity_id, _stream, entity_kind in part.index:
+        for entity_id, _stream, entity_kind, _checksum in part.index:
             self._cur.execute(self._sql["select_index"], (entity_id,))
-            owner = self._cur.fetchone()
-            if owner is not None and (owner[0], owner[1]) != (part.stream_id, entity_kind):
+            found = self._cur.fetchone()
+            try:
+                owner = None if found is None else index_from_row(entity_id, found)
+            except DataLoss as exc:
+                raise _RequestFailedError(exc) from exc
+            if owner is not None and owner != (part.stream_id, entity_kind):
                 raise _RequestFailedError(
                     AlreadyExists(
                         f"entity {entity_id!r} already belongs to stream {owner[0]!r} "

@@ -84,6 +84,10 @@ class MismatchKind(StrEnum):
     PROJECTION = "projection"  # the projection differs from the fold of its events
     MIGRATION = "migration"  # a record's schema version is not one this code reads
     FRESHNESS = "freshness"  # the projection lags (or leads) the stream head
+    INDEX = "index"  # the entity index differs from the one the events imply
+    # A workspace snapshot names a turn or sequence the log lacks: acknowledged
+    # writes were lost (found by the runtime, runtime/workspace_claims.py).
+    DATABASE_BEHIND = "database_behind_workspace"
 
 
 class Mismatch(BaseModel):
@@ -91,6 +95,10 @@ class Mismatch(BaseModel):
     kind: MismatchKind
     seq: int | None = None
     detail: str
+    # True when a stored record is damaged (it failed its checksum, SQLite's own
+    # integrity check, or what the log must hold is gone): DATA_LOSS, even when the
+    # record is one ``repair`` can rebuild.
+    damaged: bool = False
 
 
 class VerifyReport(BaseModel):
@@ -101,6 +109,11 @@ class VerifyReport(BaseModel):
     @property
     def ok(self) -> bool:
         return not self.mismatches
+
+    @property
+    def data_loss(self) -> bool:
+        """Whether anything stored was found damaged or lost (not just out of date)."""
+        return any(m.kind is MismatchKind.SOURCE_WRITE or m.damaged for m in self.mismatches)
 
 
 class RepairReport(BaseModel):
@@ -120,4 +133,15 @@ class ProjectionFolder(Protocol):
 
     def same_state(self, kind: str, a: str, b: str) -> bool:
         """Whether two projection texts describe the same state (ignoring formatting)."""
+        ...
+
+
+class IndexingFolder(ProjectionFolder, Protocol):
+    """A folder that also knows which index entries a stream's events register: with
+    one, ``verify`` recomputes the whole entity index and compares it row for row."""
+
+    def fold_with_index(
+        self, kind: str, events: Sequence[EventRecord]
+    ) -> tuple[str, Sequence[IndexEntry]]:
+        """The fold (as :meth:`fold`) and every index entry the events register."""
         ...

@@ -16,11 +16,28 @@ from typing import Any
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
 from turnkeeper.store import _verify
-from turnkeeper.store._checksum import event_checksum, projection_checksum
+from turnkeeper.store._checksum import (
+    created_checksum,
+    event_checksum,
+    index_checksum,
+    projection_checksum,
+)
 from turnkeeper.store._dialect import DEFAULT_BUSY_TIMEOUT_S, Dialect, dialect_for
+from turnkeeper.store._guards import (
+    confirm_missing_entity,
+    confirm_missing_projection,
+    confirm_stream_end,
+    listed_projections,
+)
 from turnkeeper.store._migrate import ensure_schema
 from turnkeeper.store._reads import Reader
-from turnkeeper.store._rows import check_contiguous, event_from_row, projection_from_row
+from turnkeeper.store._rows import (
+    check_contiguous,
+    event_from_row,
+    index_from_row,
+    projection_from_row,
+    row_seq,
+)
 from turnkeeper.store._writer import AppendRequest, GroupCommitWriter, StreamWrite
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import (
@@ -49,6 +66,7 @@ class SqlEventStore(EventStore):
         self._closed = False
         try:
             with self._reader.errors(operation="open"):
+                self._dialect.check_file()
                 ensure_schema(self._engine, self._dialect)
                 self._raw = self._engine.raw_connection()
             self._writer = GroupCommitWriter(self._raw.driver_connection, self._dialect)
@@ -135,27 +153,42 @@ class SqlEventStore(EventStore):
         self._check_open()
         if after_seq < 0 or (limit is not None and limit < 0):
             raise InvalidArgument("after_seq and limit must be >= 0", reason="bad_range")
+        # Read before the events: a read to the end of the stream must reach the head
+        # its projection had then (written with the same events; a damaged index can
+        # end the read early), whatever was appended since.
+        head_before = self._reader.projection_head(stream_id)
         rows = self._reader.events(stream_id, after_seq, limit=limit)
         out: list[EventRecord] = []
         expected = after_seq + 1
         for row in rows:
-            check_contiguous(stream_id, expected, int(row[1]))
+            check_contiguous(stream_id, expected, row_seq(stream_id, row))
             out.append(event_from_row(row))
             expected += 1
+        if limit is None or len(out) < limit:
+            confirm_stream_end(stream_id, expected - 1, head_before)
         return out
 
     def read_projection(self, stream_id: str) -> Projection | None:
         self._check_open()
         row = self._reader.projection(stream_id)
-        return None if row is None else projection_from_row(row)
+        if row is None:
+            row = confirm_missing_projection(self._reader, stream_id)
+            if row is None:
+                return None
+        return projection_from_row(row)
 
     def list_projections(self, kind: str) -> list[Projection]:
         self._check_open()
-        return [projection_from_row(r) for r in self._reader.projections_of_kind(kind)]
+        return listed_projections(self._reader, kind)
 
     def lookup(self, entity_id: str) -> tuple[str, str] | None:
         self._check_open()
-        return self._reader.lookup(entity_id)
+        row = self._reader.lookup(entity_id)
+        if row is None:
+            row = confirm_missing_entity(self._reader, entity_id)
+            if row is None:
+                return None
+        return index_from_row(entity_id, row)
 
     # -- integrity ---------------------------------------------------------------------
 
@@ -236,6 +269,16 @@ def _prepare(
         proj_checksum = projection_checksum(
             stream_id, kind, seq, projection_schema_version, projection_state, strict=True
         )
+        created_check = created_checksum(stream_id, recorded_at, strict=True)
+        index_rows = [
+            (
+                e.entity_id,
+                stream_id,
+                e.entity_kind,
+                index_checksum(e.entity_id, stream_id, e.entity_kind, strict=True),
+            )
+            for e in index
+        ]
     except UnicodeEncodeError as exc:
         raise InvalidArgument(
             f"text for stream {stream_id!r} is not valid UTF-8: {exc.reason}",
@@ -247,9 +290,15 @@ def _prepare(
         kind=kind,
         expected_seq=expected_seq,
         new_head=seq,
-        projection=(projection_schema_version, projection_state, proj_checksum, recorded_at),
+        projection=(
+            projection_schema_version,
+            projection_state,
+            proj_checksum,
+            recorded_at,
+            created_check,
+        ),
         events=rows,
-        index=[(e.entity_id, stream_id, e.entity_kind) for e in index],
+        index=index_rows,
     )
 
 

@@ -128,6 +128,9 @@ class SnapshotRef(KernelModel):
     # The host session artifact: where it lives, and the copy kept with the snapshot.
     host_artifact_path: ShortText | None = None
     host_artifact_copy: ShortText | None = None
+    # Why this completed turn has no snapshot although the session takes them (git's
+    # own message); None when it has one, or snapshots are off.
+    snapshot_failed: ShortText | None = None
 
 
 class LossProof(KernelModel):

@@ -1,0 +1,91 @@
+"""Reads that answer from checked records only, whatever an index says.
+
+A lookup goes through an index; when a flipped bit damaged the index entry rather
+than the row, the row is still there but the lookup misses it, and "not found"
+would be a wrong answer given with confidence. So a miss is confirmed against the
+table itself (scanning it past its index: a miss is rare on every path that matters,
+an unknown id typed by a user), and a listing reads every row of the table and
+checks each one, so a row whose indexed column (its kind) is damaged fails its
+checksum instead of silently dropping out of the list. A read to the end of a stream
+must reach its projection's head.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnkeeper.errors import DataLoss
+from turnkeeper.store._reads import Reader
+from turnkeeper.store._rows import check_created, index_from_row, projection_from_row
+from turnkeeper.store.records import Projection
+
+
+def _index_damaged(what: str, details: dict[str, Any]) -> DataLoss:
+    return DataLoss(
+        f"{what}: the database's index misses a row its table holds (run `turnkeeper verify`)",
+        reason="index_damaged",
+        details=details,
+    )
+
+
+def confirm_missing_projection(reader: Reader, stream_id: str) -> Any | None:
+    """After a projection miss: ``DATA_LOSS`` unless ``stream_id`` truly has no
+    projection and no events; the row, when the indexed read finds it now (a writer
+    committed the stream's first append between the miss and these checks: events and
+    projection commit together, so the indexed read after them must see it)."""
+    unindexed = reader.projection_unindexed(stream_id)
+    head = reader.events_head(stream_id)
+    if not unindexed and not head:
+        return None
+    again = reader.projection(stream_id)
+    if again is not None:
+        return again
+    if unindexed:
+        raise _index_damaged(
+            f"stream {stream_id!r}", {"stream_id": stream_id, "record": "projection"}
+        )
+    raise DataLoss(
+        f"stream {stream_id!r} has events up to seq {head} but no projection row "
+        "(run `turnkeeper verify`)",
+        reason="projection_missing",
+        details={"stream_id": stream_id, "record": "projection", "seq": head},
+    )
+
+
+def confirm_missing_entity(reader: Reader, entity_id: str) -> Any | None:
+    """After an index miss: ``DATA_LOSS`` when the table holds ``entity_id`` that its
+    index still misses; the row, when the index finds it now (a writer committed it
+    between the first lookup and the scan: index rows are only ever added, so a row
+    the scan saw was committed before it and any later index lookup must find it);
+    None when it is truly absent."""
+    for row in reader.lookup_unindexed(entity_id):
+        index_from_row(entity_id, row[1:])  # a damaged row: its own checksum error
+        again = reader.lookup(entity_id)
+        if again is not None:
+            return again
+        raise _index_damaged(f"entity {entity_id!r}", {"entity_id": entity_id, "record": "index"})
+    return None
+
+
+def listed_projections(reader: Reader, kind: str) -> list[Projection]:
+    """Every projection of ``kind``, oldest stream first, from a check of every row."""
+    found: list[tuple[int, str, Projection]] = []
+    for row in reader.all_projections():
+        projection = projection_from_row(row[:6])
+        created_at = check_created(projection.stream_id, row[6], row[7])
+        if projection.kind == kind:
+            found.append((created_at, projection.stream_id, projection))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [projection for _, _, projection in found]
+
+
+def confirm_stream_end(stream_id: str, last_seq: int, head: object) -> None:
+    """``DATA_LOSS`` when a read that ran to the end of the stream stopped short of the
+    head its projection had before the read: the events between are there, an index
+    entry hid them."""
+    if isinstance(head, int) and head > last_seq:
+        raise DataLoss(
+            f"stream {stream_id!r} is missing events {last_seq + 1}..{head}",
+            reason="sequence_gap",
+            details={"stream_id": stream_id, "seq": last_seq + 1, "projection_head_seq": head},
+        )
