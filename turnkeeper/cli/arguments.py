@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from turnkeeper.errors import InvalidArgument
-from turnkeeper.kernel.limits import NOT_UTF8, OUT_OF_RANGE
+
+# The refusal reasons are the kernel's (``turnkeeper.kernel.limits``); each is imported
+# where a refusal is raised, so that parsing a command line never imports the kernel.
 
 # The most an ``@FILE`` or ``-`` argument may hold: far more than any configuration or
 # proposal, and little enough that reading one never strains memory.
@@ -46,6 +48,8 @@ def refuse_undecodable(arguments: Mapping[str, object]) -> None:
     ``command`` field refuses them, before the command runs.)"""
     for name, value in arguments.items():
         if _undecodable(value):
+            from turnkeeper.kernel.limits import NOT_UTF8
+
             raise InvalidArgument(
                 f"{name} is not valid UTF-8 text", reason=NOT_UTF8, details={"field": name}
             )
@@ -67,6 +71,8 @@ def _decoded(option: str, data: bytes, source: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from turnkeeper.kernel.limits import NOT_UTF8
+
         raise InvalidArgument(
             f"{option}: {source} is not UTF-8 text (byte {exc.start})",
             reason=NOT_UTF8,
@@ -107,6 +113,8 @@ def read_argument(option: str, text: str) -> str:
 
 
 def _out_of_range(option: str, value: float, allowed: str) -> InvalidArgument:
+    from turnkeeper.kernel.limits import OUT_OF_RANGE
+
     shown: float | str = value if math.isfinite(value) else str(value)
     return InvalidArgument(
         f"{option} must be {allowed}, not {value}",

@@ -6,17 +6,21 @@ import random
 import threading
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichProgress
 
-from turnkeeper.chaos.harness import ChaosConfig, ModeChoice, run_chaos
-from turnkeeper.chaos.report import render
-from turnkeeper.chaos.scenarios import Mode, ScenarioResult
 from turnkeeper.cli.context import JsonOption, handles_errors
 from turnkeeper.cli.output import console, err_console, print_json
+
+# The harness (which imports the whole runtime) and the progress display are imported
+# when the command runs: the command line of every other command is built without them.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
+
+    from turnkeeper.chaos.harness import ModeChoice
+    from turnkeeper.chaos.scenarios import Mode, ScenarioResult
 
 VIOLATIONS_EXIT_CODE = 11
 _MODES: dict[str, ModeChoice] = {
@@ -32,6 +36,9 @@ class _Display:
     """A progress bar per mode on stderr; one line per scenario when not a terminal."""
 
     def __init__(self, out: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
+
         self._out = out
         self._lock = threading.Lock()
         self._live = out.is_terminal
@@ -96,6 +103,9 @@ def chaos(
 
     Exit code 0 when nothing was violated, 11 when anything was.
     """
+    from turnkeeper.chaos.harness import ChaosConfig, run_chaos
+    from turnkeeper.chaos.report import render
+
     chosen = _MODES.get(mode)
     if chosen is None:
         raise typer.BadParameter(f"unknown mode {mode!r}", param_hint="--mode")

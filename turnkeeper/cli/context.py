@@ -8,18 +8,20 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
 
 from turnkeeper.cli.arguments import read_argument, refuse_undecodable
 from turnkeeper.cli.output import print_error
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
-from turnkeeper.kernel.limits import load_json
-from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.project import Project, find_project
-from turnkeeper.store import open_store
-from turnkeeper.store.base import EventStore
+
+# The store, the runtime and the kernel are imported by the functions that use them:
+# building the command line (and ``--help``) must not wait for SQLAlchemy and pydantic.
+if TYPE_CHECKING:
+    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.store.base import EventStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -35,6 +37,8 @@ def default_owner() -> str:
 @contextmanager
 def open_project_store(project: Project | None = None) -> Iterator[tuple[Project, EventStore]]:
     project = project or find_project()
+    from turnkeeper.store import open_store
+
     store = open_store(project.database_url)
     try:
         yield project, store
@@ -44,6 +48,8 @@ def open_project_store(project: Project | None = None) -> Iterator[tuple[Project
 
 @contextmanager
 def goal_service() -> Iterator[GoalService]:
+    from turnkeeper.runtime.goals import GoalService
+
     with open_project_store() as (_, store):
         yield GoalService(store)
 
@@ -52,6 +58,8 @@ def parse_json_arg(name: str, text: str) -> Any:
     """A JSON option value, given inline, as ``@FILE`` or as ``-`` (stdin). Text that is
     not JSON, nested too deeply, not UTF-8, or a file that is missing, a directory or too
     large, is INVALID_ARGUMENT before anything is written."""
+    from turnkeeper.kernel.limits import load_json
+
     return load_json(read_argument(name, text), name)
 
 

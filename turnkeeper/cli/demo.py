@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import typer
-from rich.panel import Panel
 
 from turnkeeper.cli.demo_scenario import (
     CONTROL_PLANE_KILL_POINT,
@@ -27,15 +26,9 @@ from turnkeeper.cli.demo_scenario import (
     make_repository,
 )
 from turnkeeper.cli.output import console
-from turnkeeper.cli.render import render_audit, render_verify
-from turnkeeper.cli.render_sessions import render_session
-from turnkeeper.hosts import process_tree
-from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.store import open_store
+
+# The runtime, the store and the hosts are imported where the demo uses them, so that
+# the command line of every other command is built without them.
 
 GOAL = "calc"
 PAUSE_TIMEOUT_SECONDS = 120
@@ -46,6 +39,12 @@ def _step(text: str) -> None:
 
 
 def _set_up(repo: Path) -> str:
+    from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
+    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.runtime.project import init_project
+    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.store import open_store
+
     project, _ = init_project(repo)
     store = open_store(project.database_url)
     try:
@@ -112,6 +111,8 @@ def _wait_for_pause(repo: Path, name: str, proc: subprocess.Popen[str]) -> int:
 
 
 def _marked_survivors(repo: Path) -> list[int]:
+    from turnkeeper.hosts import process_tree
+
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and process_tree.read_marker(int(entry.name)):
@@ -125,6 +126,8 @@ def _marked_survivors(repo: Path) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
+    from turnkeeper.hosts import process_tree
+
     stat = process_tree.read_stat(pid)
     return stat is not None and not stat.dead  # a zombie is dead, only not yet reaped
 
@@ -155,6 +158,14 @@ def _run_scenario(repo: Path, session_id: str) -> None:
 
 
 def _show_outcome(repo: Path, session_id: str) -> bool:
+    from turnkeeper.cli.render import render_audit, render_verify
+    from turnkeeper.cli.render_sessions import render_session
+    from turnkeeper.runtime.folder import kernel_folder
+    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.runtime.project import init_project
+    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.store import open_store
+
     project, _ = init_project(repo)
     store = open_store(project.database_url)
     try:
@@ -179,6 +190,8 @@ def _show_outcome(repo: Path, session_id: str) -> bool:
 
 def demo(keep: bool = typer.Option(False, help="Keep the throwaway directory.")) -> None:
     """A goal worked by a scripted agent; the host and the control plane SIGKILLed mid-turn."""
+    from rich.panel import Panel
+
     root = Path(tempfile.mkdtemp(prefix="turnkeeper-demo-"))
     repo = make_repository(root)
     ok = False

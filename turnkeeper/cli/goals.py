@@ -3,29 +3,32 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import typer
 
 from turnkeeper.cli.arguments import CLAIM_LEASE_MAX_SECONDS, check_seconds
 from turnkeeper.cli.context import JsonOption, default_owner, goal_service, handles_errors
 from turnkeeper.cli.output import console, print_json, safe
-from turnkeeper.cli.render import render_goal, render_goal_list
-from turnkeeper.kernel.model import NoFollowUpReason
-from turnkeeper.kernel.proposals import (
-    AddTodo,
-    ClaimTodo,
-    CloseGoal,
-    CompleteTodo,
-    CreateGoal,
-    CriterionSpec,
-    Fence,
-    ReleaseClaim,
-    RenewClaim,
-    SupersedeTodo,
-    TodoSpec,
-    checked_input,
-)
-from turnkeeper.runtime.goals import Submitted, new_id, utc_now
+
+# The kernel and the runtime are imported by the commands that use them, so that
+# parsing a command line (and ``--help``) does not wait for them.
+if TYPE_CHECKING:
+    from turnkeeper.runtime.goals import Submitted
+
+
+class CloseReason(StrEnum):
+    """``goal close --reason``: the kernel's ``NoFollowUpReason``, spelled out here so
+    that building the command line does not import the kernel (a test keeps the two
+    equal)."""
+
+    ACCEPTANCE_MET = "acceptance_met"
+    NO_ACTION_NEEDED = "no_action_needed"
+    HANDLED_ELSEWHERE = "handled_elsewhere"
+    ACCEPTED_RISK = "accepted_risk"
+    OUT_OF_SCOPE = "out_of_scope"
+
 
 goal_app = typer.Typer(help="Goals: objectives with acceptance criteria.", no_args_is_help=True)
 todo_app = typer.Typer(help="Todos: units of work with claims and evidence.", no_args_is_help=True)
@@ -50,6 +53,9 @@ def goal_add(
     as_json: bool = JsonOption,
 ) -> None:
     """Create a goal."""
+    from turnkeeper.kernel.proposals import CreateGoal, CriterionSpec, checked_input
+    from turnkeeper.runtime.goals import new_id
+
     # Only an absent --id is generated: an empty one is refused like any other bad id.
     gid = new_id("goal") if goal_id is None else goal_id
     with checked_input():
@@ -73,6 +79,8 @@ def goal_show(
     as_json: bool = JsonOption,
 ) -> None:
     """A goal with its todos, gates, monitors, evidence, audit and recent history."""
+    from turnkeeper.cli.render import render_goal
+
     with goal_service() as goals:
         state = goals.load(goal_id)
         audit = goals.audit(goal_id)
@@ -88,6 +96,8 @@ def goal_show(
 @handles_errors
 def goal_list(as_json: bool = JsonOption) -> None:
     """Every goal with its status and how much is left."""
+    from turnkeeper.cli.render import render_goal_list
+
     with goal_service() as goals:
         rows = [(state, goals.audit(state.goal.id)) for state in goals.list_goals()]
     if as_json:
@@ -101,14 +111,17 @@ def goal_list(as_json: bool = JsonOption) -> None:
 def goal_close(
     goal_id: str,
     summary: str = typer.Option(..., help="What was achieved."),
-    reason: NoFollowUpReason = typer.Option(
-        NoFollowUpReason.ACCEPTANCE_MET.value, help="Why no follow-up is needed."
+    reason: CloseReason = typer.Option(
+        CloseReason.ACCEPTANCE_MET.value, help="Why no follow-up is needed."
     ),
     as_json: bool = JsonOption,
 ) -> None:
     """Close a goal; refused, naming each blocker, unless the terminal audit passes."""
+    from turnkeeper.kernel.model import NoFollowUpReason
+    from turnkeeper.kernel.proposals import CloseGoal, checked_input
+
     with checked_input():
-        proposal = CloseGoal(reason=reason, summary=summary)
+        proposal = CloseGoal(reason=NoFollowUpReason(reason.value), summary=summary)
     with goal_service() as goals:
         done = goals.submit(goal_id, proposal)
     _report(done, as_json, f"closed goal [bold]{safe(goal_id)}[/]")
@@ -127,6 +140,9 @@ def todo_add(
     as_json: bool = JsonOption,
 ) -> None:
     """Add a todo to a goal."""
+    from turnkeeper.kernel.proposals import AddTodo, TodoSpec, checked_input
+    from turnkeeper.runtime.goals import new_id
+
     tid = new_id("todo") if todo_id is None else todo_id
     with checked_input():
         spec = TodoSpec(
@@ -151,6 +167,9 @@ def todo_claim(
     as_json: bool = JsonOption,
 ) -> None:
     """Claim a todo under a lease; prints the claim's epoch for later writes."""
+    from turnkeeper.kernel.proposals import ClaimTodo, checked_input
+    from turnkeeper.runtime.goals import utc_now
+
     check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
     who = owner or default_owner()
     with goal_service() as goals:
@@ -177,6 +196,9 @@ def todo_renew(
     as_json: bool = JsonOption,
 ) -> None:
     """Extend your claim's lease."""
+    from turnkeeper.kernel.proposals import Fence, RenewClaim, checked_input
+    from turnkeeper.runtime.goals import utc_now
+
     check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
     with checked_input():
         fence = Fence(owner=owner or default_owner(), epoch=epoch)
@@ -198,6 +220,8 @@ def todo_release(
     as_json: bool = JsonOption,
 ) -> None:
     """Give a claimed todo back."""
+    from turnkeeper.kernel.proposals import Fence, ReleaseClaim, checked_input
+
     with checked_input():
         proposal = ReleaseClaim(
             todo_id=todo_id, fence=Fence(owner=owner or default_owner(), epoch=epoch)
@@ -218,6 +242,8 @@ def todo_done(
     as_json: bool = JsonOption,
 ) -> None:
     """Finish a claimed todo; its required evidence must pass and be fresh."""
+    from turnkeeper.kernel.proposals import CompleteTodo, Fence, checked_input
+
     with checked_input():
         fence = Fence(owner=owner or default_owner(), epoch=epoch)
         proposal = CompleteTodo(
@@ -239,6 +265,9 @@ def todo_supersede(
     as_json: bool = JsonOption,
 ) -> None:
     """Replace a todo, optionally by a successor."""
+    from turnkeeper.kernel.proposals import Fence, SupersedeTodo, TodoSpec, checked_input
+    from turnkeeper.runtime.goals import new_id
+
     with checked_input():
         fence = Fence(owner=owner or default_owner(), epoch=epoch) if epoch else None
         spec = TodoSpec(todo_id=new_id("todo"), title=successor) if successor else None

@@ -6,13 +6,15 @@ import json
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 
 from turnkeeper.errors import TurnkeeperError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # No emoji codes: a title ``:warning:`` is shown as typed, like any other user text.
 console = Console(emoji=False)
@@ -55,12 +57,27 @@ def safe(value: object, *, lines: bool = False) -> str:
 
 def to_jsonable(value: Any) -> Any:
     """Pydantic models and containers of them, as plain JSON values."""
-    if isinstance(value, BaseModel):
+    # Imported here, not above: a command that prints no model (``--help``, a listing
+    # read as plain JSON) need not import pydantic to start.
+    from pydantic import BaseModel
+
+    return _jsonable(value, BaseModel)
+
+
+def _jsonable(value: Any, model: type[BaseModel]) -> Any:
+    # Plain JSON values first: a listing prints thousands of them, and the model check
+    # (an ABC's isinstance) is the slow one. The kinds do not overlap, so the order
+    # changes no result.
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, model) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, model) for v in value]
+    if isinstance(value, model):
         return value.model_dump(mode="json")
     if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
+        return {str(k): _jsonable(v, model) for k, v in value.items()}
     return value
 
 

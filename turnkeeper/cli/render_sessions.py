@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from turnkeeper.cli.fast_table import FastTable
 from turnkeeper.cli.output import console, safe
-from turnkeeper.kernel.session import SessionState
-from turnkeeper.kernel.session.report import RecoveryReport
+
+# Types only: a session listing is printed without importing the session kernel.
+if TYPE_CHECKING:
+    from turnkeeper.kernel.session import SessionState
+    from turnkeeper.kernel.session.report import RecoveryReport
+    from turnkeeper.runtime.session_listing import SessionSummary
 
 _STATUS = {
     "ready": "yellow",
@@ -70,6 +75,8 @@ def render_session(state: SessionState) -> None:
             f"  {label}: turn {safe(state.last_completed.turn_id)}, "
             f"kernel seq {snap.kernel_seq}, revision {safe((snap.workspace_revision or '-')[:12])}"
         )
+        if snap.snapshot_failed:
+            console.print(f"  [red]no snapshot of that turn[/]: {safe(snap.snapshot_failed)}")
     if state.latest_recovery_report is not None:
         render_recovery_report(state.latest_recovery_report)
 
@@ -97,8 +104,9 @@ def render_recovery_report(report: RecoveryReport) -> None:
         console.print(f"  did: [bold]{safe(action.kind)}[/]{turn}{pids} {safe(action.detail)}")
 
 
-def render_session_list(states: Sequence[SessionState]) -> None:
-    table = Table(
+def render_session_list(states: Sequence[SessionSummary]) -> None:
+    # A thousand sessions are a thousand rows: FastTable draws what Table would, faster.
+    table = FastTable(
         "session",
         "goal",
         "host",
@@ -115,10 +123,10 @@ def render_session_list(states: Sequence[SessionState]) -> None:
             safe(s.goal_id),
             safe(s.host_kind),
             _status(s.status) + (f" ({safe(s.status_reason)})" if s.status_reason else ""),
-            str(s.counters.turns_completed),
-            str(s.counters.turns_lost),
-            str(s.counters.turns_failed),
-            safe(s.in_flight.envelope.turn_id) if s.in_flight else "-",
+            str(s.counters.get("turns_completed", 0)),
+            str(s.counters.get("turns_lost", 0)),
+            str(s.counters.get("turns_failed", 0)),
+            safe(s.in_flight_turn_id) if s.in_flight_turn_id is not None else "-",
         )
     console.print(table)
 
@@ -137,6 +145,9 @@ def render_snapshots(session_id: str, rows: Sequence[dict[str, Any]]) -> None:
             safe(commit[:12]),
             safe(tree[:12]),
             safe(digest[:12]),
-            "yes" if row["retained"] else "pruned",
+            safe(row.get("kept") or ("yes" if row["retained"] else "pruned")),
         )
     console.print(table)
+    for row in rows:
+        if row.get("snapshot_failed"):
+            console.print(f"  [red]turn {safe(row['turn_id'])}[/]: {safe(row['snapshot_failed'])}")

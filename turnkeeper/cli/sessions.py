@@ -7,27 +7,20 @@ import math
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from turnkeeper.cli.arguments import check_run_options
 from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_object
 from turnkeeper.cli.output import console, print_json, safe
-from turnkeeper.cli.render_sessions import render_session, render_session_list, render_snapshots
-from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
-from turnkeeper.hosts import load_host
-from turnkeeper.hosts.base import TurnLimits
-from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.operations import OperationResult, Operations
-from turnkeeper.runtime.operator import OperatorActions, OperatorResult
-from turnkeeper.runtime.request_ids import check_request_id
-from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.snapshots import is_repository, session_refs
-from turnkeeper.runtime.stopping import stop_on_signals
+
+# The runtime, the hosts and the kernel are imported by the commands that use them, so
+# that parsing a command line (and ``--help``) does not wait for them.
+if TYPE_CHECKING:
+    from turnkeeper.runtime.operations import OperationResult
+    from turnkeeper.runtime.operator import OperatorResult
 
 session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
 
@@ -60,6 +53,13 @@ def session_create(
 ) -> None:
     """Bind an agent host to a goal and a workspace (the top of a git repository, or
     any directory with --no-snapshots)."""
+    from turnkeeper.effects import split_host_config
+    from turnkeeper.hosts import load_host
+    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.runtime.request_ids import check_request_id
+    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.snapshots import is_repository, submodule_refusal
+
     # Generated when omitted, and printed: the caller can still retry under it.
     rid = request_id if request_id is not None else str(uuid.uuid4())
     check_request_id(rid)
@@ -80,6 +80,16 @@ def session_create(
                 reason="workspace_not_git",
                 details={"workspace": str(workspace)},
             )
+        refusal = None if no_snapshots else submodule_refusal(workspace)
+        if refusal is not None:
+            raise FailedPrecondition(
+                f"workspace {workspace} cannot be snapshotted: {refusal}, and a snapshot "
+                "holds a submodule as one commit id, so a revert could not bring back what "
+                "an agent changed inside it. Use a repository without submodules, or pass "
+                "--no-snapshots to work without snapshots",
+                reason="workspace_has_submodules",
+                details={"workspace": str(workspace)},
+            )
         state = SessionService(store).create(
             goal_id, workspace, host, config, request_id=rid, snapshots=not no_snapshots
         )
@@ -97,6 +107,9 @@ def session_create(
 @handles_errors
 def session_show(session_id: str, as_json: bool = JsonOption) -> None:
     """A session: status, lease, turn in flight, counters and its latest recovery report."""
+    from turnkeeper.cli.render_sessions import render_session
+    from turnkeeper.runtime.sessions import SessionService
+
     with open_project_store() as (_, store):
         sessions = SessionService(store)
         state = sessions.load(sessions.resolve_id(session_id))
@@ -110,12 +123,16 @@ def session_show(session_id: str, as_json: bool = JsonOption) -> None:
 @handles_errors
 def session_list(as_json: bool = JsonOption) -> None:
     """Every session with its status and counters."""
+    from turnkeeper.runtime.session_listing import list_sessions
+
     with open_project_store() as (_, store):
-        states = SessionService(store).list()
+        sessions = list_sessions(store)
     if as_json:
-        print_json(states)
+        print_json([s.state for s in sessions])
     else:
-        render_session_list(states)
+        from turnkeeper.cli.render_sessions import render_session_list
+
+        render_session_list(sessions)
 
 
 def check_seconds(option: str, value: float, *, low: float, high: float) -> None:
@@ -161,6 +178,8 @@ def session_stop(
     Works while `run` drives the session (that run lets it go and goes on with the
     others). `run` leaves a stopped session alone until `session resume`.
     """
+    from turnkeeper.runtime.operator import OperatorActions
+
     with open_project_store() as (_, store):
         result = OperatorActions(store).stop(session_id, reason)
     _print_operator(result, as_json, "stopped")
@@ -174,6 +193,8 @@ def session_resume(
     as_json: bool = JsonOption,
 ) -> None:
     """Bring a stopped, suspended, crashed or reverted session back to ready for `run`."""
+    from turnkeeper.runtime.operator import OperatorActions
+
     with open_project_store() as (_, store):
         result = OperatorActions(store).resume(session_id, reason)
     _print_operator(result, as_json, "resumed")
@@ -183,6 +204,10 @@ def session_resume(
 @handles_errors
 def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
     """The session's snapshots, oldest first: one per completed turn, while retained."""
+    from turnkeeper.cli.render_sessions import render_snapshots
+    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.snapshots import session_refs, snapshot_kept
+
     with open_project_store() as (_, store):
         sessions = SessionService(store)
         sid = sessions.resolve_id(session_id)
@@ -194,6 +219,7 @@ def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
             "turn_id": event.turn_id,
             "completed_at": event.at.isoformat(),
             "retained": event.snapshot.snapshot_ref in retained,
+            "kept": snapshot_kept(event.snapshot, retained),
             **event.snapshot.model_dump(mode="json"),
         }
         for event in completed
@@ -212,6 +238,8 @@ def session_crash(
     as_json: bool = JsonOption,
 ) -> None:
     """Mark a session crashed (an operator's call): `session revert` can then restore it."""
+    from turnkeeper.runtime.operator import OperatorActions
+
     with open_project_store() as (_, store):
         result = OperatorActions(store).crash(session_id, reason)
     if as_json:
@@ -229,6 +257,8 @@ def session_revert(
     session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
 ) -> None:
     """Revert a crashed session to its last completed snapshot (workspace + host session)."""
+    from turnkeeper.runtime.operations import Operations
+
     with open_project_store() as (_, store):
         done = Operations(store).revert(session_id, request_id)
     _print_operation(done, as_json)
@@ -240,6 +270,8 @@ def session_delete(
     session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
 ) -> None:
     """Delete a session, closed or not (superseding a pending revert), and its snapshots."""
+    from turnkeeper.runtime.operations import Operations
+
     with open_project_store() as (_, store):
         done = Operations(store).delete(session_id, request_id)
     _print_operation(done, as_json)
@@ -254,6 +286,15 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
         f"{done.result}: session [bold]{state.session_id}[/] is {state.status} "
         f"(request {safe(done.request_id)})"
     )
+    _print_preserved(done.operation.preserved if done.operation else None)
+
+
+def _print_preserved(preserved: dict[str, Any] | None) -> None:
+    if preserved:
+        console.print(
+            f"  moved aside rather than overwritten or removed: {preserved['count']} "
+            f"paths, in {safe(preserved['directory'])}"
+        )
 
 
 operation_app = typer.Typer(
@@ -265,6 +306,8 @@ operation_app = typer.Typer(
 @handles_errors
 def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
     """An operation by its request id: kind, session, status, steps and outcome."""
+    from turnkeeper.runtime.operations import Operations
+
     with open_project_store() as (_, store):
         record = Operations(store).show(request_id)
     if as_json:
@@ -277,28 +320,32 @@ def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
     console.print(
         f"  steps {safe(', '.join(record.steps) or '-')}  outcome {safe(record.outcome or '-')}"
     )
+    _print_preserved(record.preserved)
 
 
 @handles_errors
 def run(
     session: list[str] = typer.Option([], help="Drive only these sessions (default: all)."),
     max_turns: int = typer.Option(0, help="Stop after this many turns (0: no limit)."),
+    concurrency: int = typer.Option(
+        64, min=1, max=4096, help="Sessions whose hosts run at the same time."
+    ),
     lease: float = typer.Option(120.0, help="Session lease length in seconds."),
     host_timeout: int = typer.Option(3600, help="Seconds a host may run one turn."),
     idle_turns: int = typer.Option(
         3,
         min=1,
-        max=1000,
+        max=1_000_000,
         help="Turns in a row that change nothing in the goal before a replan is raised.",
     ),
     idle_replans: int = typer.Option(
         2,
         min=1,
-        max=1000,
+        max=1_000_000,
         help="Replan turns in a row that change nothing before the session is suspended.",
     ),
     host_failures: int = typer.Option(
-        5, min=1, max=1000, help="Host failures in a row before the session is marked crashed."
+        5, min=1, max=1_000_000, help="Host failures in a row before the session is marked crashed."
     ),
     backoff: float = typer.Option(
         5.0, help="Seconds to wait after a first host failure; doubles with each one in a row."
@@ -320,12 +367,18 @@ def run(
     its host keeps failing (backing off in between), or its turns make no progress
     (a replan is raised first); `status` and the summary say why.
     """
+    from turnkeeper.hosts.base import TurnLimits
+    from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
+    from turnkeeper.runtime.controller import Controller, ControllerConfig
+    from turnkeeper.runtime.stopping import stop_on_signals
+
     check_run_options(lease=lease, host_timeout=host_timeout, max_turns=max_turns)
     check_seconds("--backoff", backoff, low=0.1, high=3600.0)
     config = ControllerConfig(
         lease_seconds=lease,
         host_timeout_seconds=host_timeout,
         max_turns=max_turns or None,
+        max_concurrent=concurrency,
         policy=RecoveryPolicy(
             max_attempts=4,
             backoff_base_seconds=backoff,
@@ -370,6 +423,8 @@ def run(
 @handles_errors
 def recover(turn_id: str, as_json: bool = JsonOption) -> None:
     """Validate a failed turn's host recovery record and resume its session (seed 000)."""
+    from turnkeeper.runtime.controller import Controller
+
     with open_project_store() as (_, store):
         controller = Controller(store)
         sid = controller.sessions.session_of_turn(turn_id)

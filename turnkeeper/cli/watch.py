@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import typer
-from rich.text import Text
 
 from turnkeeper.cli.arguments import COMMAND_TIMEOUT_MAX_SECONDS, check_seconds
 from turnkeeper.cli.context import (
@@ -20,16 +19,9 @@ from turnkeeper.cli.context import (
 )
 from turnkeeper.cli.output import console, print_json, safe, visible
 from turnkeeper.errors import InvalidArgument
-from turnkeeper.kernel.proposals import (
-    AddMonitor,
-    OpenGate,
-    RecordEvidence,
-    RecordReadback,
-    ResolveGate,
-    checked_input,
-)
-from turnkeeper.runtime.goals import new_id
-from turnkeeper.runtime.workspace import git_revision
+
+# The kernel and the runtime are imported by the commands that use them, so that
+# parsing a command line (and ``--help``) does not wait for them.
 
 gate_app = typer.Typer(
     help="Gates: decisions that block work until resolved.", no_args_is_help=True
@@ -50,6 +42,9 @@ def gate_open(
     as_json: bool = JsonOption,
 ) -> None:
     """Open a gate on a goal."""
+    from turnkeeper.kernel.proposals import OpenGate, checked_input
+    from turnkeeper.runtime.goals import new_id
+
     gid = new_id("gate")
     with checked_input():
         proposal = OpenGate(gate_id=gid, title=title, blocking=not non_blocking, scope=scope)
@@ -73,6 +68,8 @@ def gate_resolve(
     as_json: bool = JsonOption,
 ) -> None:
     """Resolve an open gate."""
+    from turnkeeper.kernel.proposals import ResolveGate, checked_input
+
     data = parse_json_object("--payload", payload)
     with checked_input():
         proposal = ResolveGate(gate_id=gate_id, by=by, decision=decision, payload=data)
@@ -96,6 +93,9 @@ def monitor_add(
     as_json: bool = JsonOption,
 ) -> None:
     """Watch an external fact."""
+    from turnkeeper.kernel.proposals import AddMonitor, checked_input
+    from turnkeeper.runtime.goals import new_id
+
     mid = new_id("mon")
     with checked_input():
         proposal = AddMonitor(
@@ -122,6 +122,8 @@ def monitor_readback(
     as_json: bool = JsonOption,
 ) -> None:
     """Record what the monitored fact reads now."""
+    from turnkeeper.kernel.proposals import RecordReadback, checked_input
+
     data = parse_json_arg("--value", value)
     with checked_input():
         proposal = RecordReadback(monitor_id=monitor_id, value=data)
@@ -151,6 +153,12 @@ def evidence_record(
     as_json: bool = JsonOption,
 ) -> None:
     """Run a command (after --) and record its result bound to revision and time."""
+    from rich.text import Text
+
+    from turnkeeper.kernel.proposals import RecordEvidence, checked_input
+    from turnkeeper.runtime.goals import new_id
+    from turnkeeper.runtime.workspace import git_revision
+
     argv = list(ctx.args)
     if not argv:
         raise InvalidArgument("give the command after --", reason="missing_command")

@@ -1,0 +1,100 @@
+"""What the ``turnkeeper`` command imports before it answers.
+
+Building the command line imports Typer, Rich and the CLI's own small modules; the
+store (SQLAlchemy), the kernel (pydantic models), the hosts and the controller are
+imported by the commands that use them. So ``--help`` needs none of them, and a session
+listing never imports the session kernel (it reads projections as JSON). Checked on
+the installed command through ``python -X importtime``, which names every module a
+process imports.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from turnkeeper.cli.goals import CloseReason
+from turnkeeper.kernel.model import NoFollowUpReason
+
+TIMEOUT = 120.0
+NEVER_FOR_HELP = (
+    "sqlalchemy",
+    "pydantic",
+    "turnkeeper.kernel",
+    "turnkeeper.store",
+    "turnkeeper.runtime.goals",
+    "turnkeeper.runtime.controller",
+    "turnkeeper.hosts",
+    "turnkeeper.chaos",
+)
+NEVER_FOR_LISTING = (
+    "turnkeeper.kernel.session",
+    "turnkeeper.runtime.sessions",
+    "turnkeeper.runtime.controller",
+    "turnkeeper.hosts",
+)
+
+
+def _env() -> dict[str, str]:
+    # The project is the working directory, as for a user whose shell sets nothing.
+    return {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+
+
+def _imported(*args: str, cwd: Path) -> set[str]:
+    """Every module ``turnkeeper ARGS`` imports (it must succeed)."""
+    script = Path(sys.executable).with_name("turnkeeper")
+    entry = [str(script)] if script.exists() else ["-m", "turnkeeper.cli.main"]
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *entry, *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")]
+    modules = {ln.rsplit("|", 1)[1].strip() for ln in lines[1:]}  # the first is a header
+    assert "typer" in modules, "importtime printed nothing: the check would see nothing"
+    return modules
+
+
+def _among(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
+@pytest.mark.parametrize("args", [("--help",), ("goal", "--help"), ("session", "--help")])
+def test_help_imports_neither_store_nor_kernel(args: tuple[str, ...], tmp_path: Path) -> None:
+    modules = _imported(*args, cwd=tmp_path)
+    heavy = _among(modules, NEVER_FOR_HELP)
+    if args != ("--help",):
+        # Typer itself builds its parameter converters on pydantic for a subcommand.
+        heavy = [m for m in heavy if not m.startswith("pydantic")]
+    assert heavy == []
+
+
+@pytest.mark.parametrize(
+    "args", [("session", "list"), ("session", "list", "--json"), ("status", "--json")]
+)
+def test_a_listing_never_imports_the_session_kernel(args: tuple[str, ...], tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "turnkeeper.cli.main", "init", str(tmp_path)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    modules = _imported(*args, cwd=tmp_path)
+    assert "turnkeeper.runtime.session_listing" in modules
+    assert _among(modules, NEVER_FOR_LISTING) == []
+
+
+def test_goal_close_offers_the_kernels_reasons() -> None:
+    """``--reason``'s choices are spelled in the CLI so that its help needs no kernel."""
+    assert [r.value for r in CloseReason] == [r.value for r in NoFollowUpReason]

@@ -1,0 +1,126 @@
+"""``status`` and ``session list`` as a user reads them, on sessions in every state.
+
+A project made by ``turnkeeper init``, an agent a user would write and the real
+``turnkeeper run``: one session listed while its turn is in flight, then its control
+plane SIGKILLed mid-turn and the turn recovered as lost by the next ``run`` (its
+recovery report shows in ``status``); one session stopped by its operator; one never
+run. The listings read session projections without decoding them, so each must print,
+for every session, the very state ``session show`` prints from the decoded one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.usage.project import UserProject, kill_processes_with, processes_with, wait_for
+
+RESULT = json.dumps({"kind": "result", "data": {"summary": "done", "todo_done": True}})
+WIDE = {"COLUMNS": "200"}  # one table row per session, however long its status reason
+# What a script reads of every listed session (README: `status --json` says why).
+KEYS = {
+    "session_id",
+    "goal_id",
+    "host_kind",
+    "status",
+    "status_reason",
+    "counters",
+    "in_flight",
+    "lease",
+    "turns_without_progress",
+    "replans_without_progress",
+    "consecutive_host_failures",
+}
+
+
+@pytest.fixture
+def token() -> Iterator[str]:
+    """A unique sleep length: finds this test's agent processes and nothing else."""
+    value = f"{3000 + uuid.uuid4().int % 5000}.{os.getpid() % 1000}"
+    yield value
+    kill_processes_with(f"sleep {value}")
+
+
+def _session(project: UserProject, goal: str, command: list[str]) -> str:
+    project.tk("goal", "add", f"goal {goal}", "--id", goal)
+    project.tk("todo", "add", goal, f"the work of {goal}", "--id", f"t-{goal}")
+    config = project.host_config(f"host-{goal}", {"command": command, "event_format": "jsonl"})
+    created = project.tk_json(
+        "session", "create", goal, "--host", "subprocess", "--host-config", config,
+        "--workspace", ".",
+    )  # fmt: skip
+    return str(created["session_id"])
+
+
+def _listed_as_shown(project: UserProject) -> list[dict[str, Any]]:
+    """``session list --json``, checked against ``session show --json`` of each session
+    and against ``status --json``."""
+    listed: list[dict[str, Any]] = project.tk_json("session", "list")
+    for session in listed:
+        assert session == project.tk_json("session", "show", session["session_id"])
+        assert session.keys() >= KEYS
+    assert project.tk_json("status")["sessions"] == listed
+    return listed
+
+
+def test_listings_print_what_session_show_prints(user_project: UserProject, token: str) -> None:
+    fast = user_project.root.parent / "agent.fast"
+    agent = user_project.agent(
+        "slow-agent",
+        f"#!/bin/sh\nif [ -e '{fast}' ]; then echo '{RESULT}'; exit 0; fi\n"
+        f"sleep {token} &\nsleep {token}\necho '{RESULT}'\n",
+    )
+    worked = _session(user_project, "worked", [str(agent)])
+
+    run = user_project.start("run", "--json", "--session", worked)
+    wait_for(lambda: len(processes_with(f"sleep {token}")) == 2, 30, "the agent to start")
+    (during,) = _listed_as_shown(user_project)
+    in_flight = during["in_flight"]["envelope"]["turn_id"]
+    assert during["status"] == "running" or during["lease"]["owner"], during
+    assert in_flight in user_project.tk("session", "list", env=WIDE).stdout
+
+    run.kill()  # the control plane dies mid-turn; its agent lives on, orphaned
+    fast.touch()
+    user_project.tk("run", "--json", "--session", worked, timeout=90)
+    assert not processes_with(f"sleep {token}"), "recovery ends the lost turn's processes"
+    never_run = _session(user_project, "idle", ["true"])
+    stopped = _session(user_project, "paused", ["true"])
+    user_project.tk("session", "stop", stopped, "--reason", "paused by me")
+
+    listed = {s["session_id"]: s for s in _listed_as_shown(user_project)}
+    assert list(listed) == [worked, never_run, stopped]  # oldest first
+    assert listed[worked]["counters"]["turns_lost"] >= 1
+    assert listed[worked]["latest_recovery_report"] is not None
+    assert listed[worked]["in_flight"] is None
+    assert (listed[never_run]["status"], listed[never_run]["status_reason"]) == ("ready", None)
+    assert (listed[stopped]["status"], listed[stopped]["status_reason"]) == (
+        "suspended",
+        "paused by me",
+    )
+
+    status = user_project.tk("status", env=WIDE).stdout
+    table = user_project.tk("session", "list", env=WIDE).stdout
+    for sid, state in listed.items():
+        counters = state["counters"]
+        row = next(line for line in table.splitlines() if sid[:8] in line)
+        cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+        reason = f" ({state['status_reason']})" if state["status_reason"] else ""
+        assert cells == [
+            sid[:8],
+            state["goal_id"],
+            "subprocess",
+            state["status"] + reason,
+            str(counters["turns_completed"]),
+            str(counters["turns_lost"]),
+            str(counters["turns_failed"]),
+            "-",
+        ], row
+        assert row in status, "status shows the same session table"
+    # The recovery report is shown for the session that lost a turn, and for it alone.
+    assert status.count("Recovery report") == 1
+    assert f"session {worked[:8]}\nRecovery report" in status
