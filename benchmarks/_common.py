@@ -4,6 +4,7 @@ reporting of results (targets, the machine, JSON or tables)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -36,6 +37,7 @@ LEASE_SECONDS = 7 * 24 * 3600.0
 
 Say = Callable[[str], None]
 Result = TypeVar("Result")
+Settings = TypeVar("Settings")
 
 
 def add_columns(table: Table, first: str, *numbers: str) -> None:
@@ -433,6 +435,18 @@ def render_profile(profile: dict[str, Any], console: Console, unit: str) -> None
 # -- reporting -------------------------------------------------------------------------
 
 
+def judged(
+    value: float, *, at_most: float | None = None, at_least: float | None = None, unit: str = ""
+) -> Any:
+    """A target as the reports carry it: what was wanted, what was measured, met or not."""
+    if at_most is not None:
+        wanted = f"<= {at_most:g}{unit}"
+        return {"target": wanted, "value": float(value), "met": value <= at_most}
+    assert at_least is not None
+    wanted = f">= {at_least:g}{unit}"
+    return {"target": wanted, "value": float(value), "met": value >= at_least}
+
+
 def render_targets(targets: dict[str, dict[str, Any]], console: Console) -> None:
     """One line per target: what was wanted, what was measured, met or missed."""
     for name, target in targets.items():
@@ -444,6 +458,34 @@ def render_machine(info: dict[str, Any], console: Console) -> None:
     """The machine the figures came from, and how loaded it was when they were done."""
     console.print(f"machine: {describe_machine(info)}")
     console.print(f"load average at the end: {info.get('loadavg_end')}")
+
+
+def benchmark_arguments(doc: str | None, quick: str) -> argparse.ArgumentParser:
+    """A benchmark's command line: ``--quick`` (``quick`` says how long it runs),
+    ``--smoke`` and ``--json``; the benchmark adds its own options."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--smoke", action="store_true", help="seconds: for the tests")
+    parser.add_argument("--json", action="store_true", help="print results as JSON on stdout")
+    return parser
+
+
+def chosen_settings(
+    args: argparse.Namespace, full: Settings, quick: Settings, smoke: Settings
+) -> Settings:
+    """The settings ``--smoke`` or ``--quick`` picked, else the full run's."""
+    return smoke if args.smoke else quick if args.quick else full
+
+
+def run_and_print(
+    args: argparse.Namespace,
+    settings: Settings,
+    run: Callable[[Settings, Say], Any],
+    render: Callable[[Any, Console], None],
+) -> int:
+    """Run the benchmark (progress on stderr under ``--json``) and print its results."""
+    print_results(run(settings, progress_printer(to_stderr=args.json)), args.json, render)
+    return 0
 
 
 def print_results(results: Any, as_json: bool, render: Callable[[Any, Console], None]) -> None:

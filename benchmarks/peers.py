@@ -3,9 +3,13 @@
 * :class:`BareCommit` — the floor: plain ``sqlite3``, WAL, ``synchronous=FULL``,
   one insert, one fsync'd commit.
 * :class:`DbosStep` — one ``@DBOS.step`` inside a long-running ``@DBOS.workflow``
-  (DBOS Transact, SQLite system database).
+  (DBOS Transact, SQLite system database): it records only its output, one commit.
+* :class:`DbosTurn` — a turn at turnkeeper's durability on DBOS: an intent step
+  before the host, a result step after, in a long-running workflow or as a workflow
+  of its own per turn.
 * :class:`LangGraphNode` — a one-node graph invoked once per turn on the same
-  thread id, checkpointed by ``SqliteSaver`` with ``durability="sync"``.
+  thread id, checkpointed by ``SqliteSaver`` with ``durability="sync"``: as its users
+  run a turn, its input checkpointed before the node runs and its output after.
 * :class:`LangGraphConversation` — the same conversation turnkeeper's storage
   benchmark runs, as a graph whose state accumulates the messages, to measure how
   its checkpoints grow.
@@ -130,19 +134,49 @@ def _dbos_functions() -> Any:
             del note
             return turn + 1
 
+        # A turn at turnkeeper's durability records its intent before the host runs and
+        # its result after: an intent step, then the result step, each one commit.
+        @DBOS.step()
+        def intent_step(turn: int, note: str) -> int:
+            del note
+            return turn
+
+        def two_steps(turn: int) -> int:
+            return int(turn_step(intent_step(turn, PAYLOAD), PAYLOAD))
+
         @DBOS.workflow()
-        def agent_loop(steps: int) -> int:
-            """A long-running agent: one step per turn; each step timed from inside."""
+        def agent_loop(turns: int, intent: bool) -> int:
+            """A long-running agent: per turn one step, or (``intent``) an intent step
+            and the result step; each turn timed from inside."""
             clock = time.perf_counter_ns
             turn = 0
-            for _ in range(steps):
+            for _ in range(turns):
                 t0 = clock()
-                turn = turn_step(turn, PAYLOAD)
+                turn = two_steps(turn) if intent else turn_step(turn, PAYLOAD)
                 _dbos_samples.append((clock() - t0) / 1000)
             return turn
 
-        _dbos_registered["workflow"] = agent_loop
+        @DBOS.workflow()
+        def one_turn(turn: int) -> int:
+            """One turn as a workflow of its own: the two steps inside it."""
+            return two_steps(turn)
+
+        _dbos_registered.update(workflow=agent_loop, one_turn=one_turn)
         return agent_loop
+
+
+def _loop_samples(turns: int, intent: bool) -> list[float]:
+    """``turns`` turns of the long-running workflow; each one's wall time in µs."""
+    _dbos_samples.clear()
+    _dbos_functions()(turns, intent)
+    out = list(_dbos_samples)
+    _dbos_samples.clear()
+    return out
+
+
+def _dbos_workflow(name: str) -> Any:
+    _dbos_functions()
+    return _dbos_registered[name]
 
 
 class DbosStep:
@@ -165,7 +199,7 @@ class DbosStep:
             _wal_full(conn)
             conn.close()
         self.journal = "wal" if wal else "delete"
-        self._workflow = _dbos_functions()
+        _dbos_functions()  # DBOS wants its workflows registered before it launches
         DBOS(
             config={
                 "name": "turnkeeper-bench",
@@ -176,16 +210,46 @@ class DbosStep:
         DBOS.launch()
 
     def samples(self, n: int) -> list[float]:
-        _dbos_samples.clear()
-        self._workflow(n)
-        out = list(_dbos_samples)
-        _dbos_samples.clear()
-        return out
+        return _loop_samples(n, intent=False)
 
     def close(self) -> None:
         from dbos import DBOS
 
         DBOS.destroy(destroy_registry=False)
+
+
+class DbosTurn:
+    """A turn on DBOS at turnkeeper's durability: an intent step and a result step.
+
+    ``per_turn_workflow=False``: both steps inside one long-running workflow, each
+    turn timed from inside it (two durable commits a turn, as turnkeeper's turn
+    makes). ``True``: each turn is a workflow of its own started from outside (DBOS
+    also records the workflow's start and its end), as a DBOS application runs one
+    unit of work. Runs on the DBOS that ``step`` launched (one per process).
+    """
+
+    def __init__(self, step: DbosStep, per_turn_workflow: bool) -> None:
+        del step  # launched: its database is the one these turns use
+        self.per_turn_workflow = per_turn_workflow
+        self.name = (
+            "DBOS turn, a workflow per turn (intent step + result step)"
+            if per_turn_workflow
+            else "DBOS turn, intent step + result step in a long workflow"
+        )
+        self._one_turn = _dbos_workflow("one_turn")
+        self._count = 0
+
+    def _run_one(self) -> None:
+        self._count += 1
+        self._one_turn(self._count)
+
+    def samples(self, n: int) -> list[float]:
+        if self.per_turn_workflow:
+            return timed(self._run_one, n)
+        return _loop_samples(n, intent=True)
+
+    def close(self) -> None:
+        """Nothing of its own: the DBOS it runs on is closed with its :class:`DbosStep`."""
 
 
 # -- LangGraph -------------------------------------------------------------------------

@@ -10,7 +10,13 @@ scratch directory under ``.cache/`` (the project's disk, never tmpfs):
 2. ``recovery_bench`` — restart recovery with 100 turns in flight as history grows
    (10k, 100k, 1M events; ``--quick``: 10k and 100k);
 3. ``storage_bench`` — bytes per turn early vs late in a 10,000-turn session
-   (``--quick``: 1,000) beside LangGraph's checkpoints for the same conversation.
+   (``--quick``: 1,000) beside LangGraph's checkpoints for the same conversation;
+4. ``fleet_bench`` — the real ``turnkeeper run`` driving 1, 16, 64 and 256 sessions of
+   ``sleep 1`` hosts: turns/s against the ideal, controller CPU per turn, peak RSS;
+5. ``real_turn_bench`` — one real turn (host ``true``) beyond its host's own cost,
+   beside the in-process turn and two bare commits;
+6. ``restart_bench`` — SIGKILL ``turnkeeper run`` with 1, 16, 64 turns in flight,
+   start it again: each session's time to its next turn.
 
 Then one table of every target, met or missed. The peers come from the ``bench``
 extra (``pip install -e '.[bench]'``); without it their rows say "skipped".
@@ -31,7 +37,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import recovery_bench, storage_bench, turn_bench
+from benchmarks import (
+    fleet_bench,
+    real_turn_bench,
+    recovery_bench,
+    restart_bench,
+    storage_bench,
+    turn_bench,
+)
 from benchmarks._common import (
     Say,
     describe_machine,
@@ -43,7 +56,7 @@ from benchmarks._common import (
 )
 from benchmarks.peers import peer_versions
 
-PARTS = ("turn", "recovery", "storage")
+PARTS = ("turn", "recovery", "storage", "fleet", "real_turn", "restart")
 
 
 def _settings(module: Any, mode: str) -> Any:
@@ -68,6 +81,11 @@ def run(
             replace(_settings(recovery_bench, mode), profile=profile), say, d
         ),
         "storage": lambda d: storage_bench.run(_settings(storage_bench, mode), say, d),
+        "fleet": lambda d: fleet_bench.run(
+            replace(_settings(fleet_bench, mode), profile=profile), say, d
+        ),
+        "real_turn": lambda d: real_turn_bench.run(_settings(real_turn_bench, mode), say, d),
+        "restart": lambda d: restart_bench.run(_settings(restart_bench, mode), say, d),
     }
     with scratch_dir("bench-all-") as work:
         out["machine"] = machine(work)
@@ -102,6 +120,13 @@ def render(out: dict[str, Any], console: Console) -> None:
         recovery_bench.render(out["recovery"], console)
     if "storage" in out:
         storage_bench.render(out["storage"], console)
+    for name, module in (
+        ("fleet", fleet_bench),
+        ("real_turn", real_turn_bench),
+        ("restart", restart_bench),
+    ):
+        if name in out:
+            module.render(out[name], console)
     table = Table(title=f"targets ({out['mode']} run, {out['seconds']:.0f} s)")
     table.add_column("target")
     table.add_column("wanted", justify="right")

@@ -16,7 +16,12 @@ cProfile of N turns). Everything runs on the project's own disk (a temp dir unde
        repository, so each completed turn also takes its workspace snapshot. Also
        counted: commits per turn, fsync'd and cheap;
    (b') the same turn in a plain-directory workspace: no git, so no snapshot;
-   (c) one DBOS step: ``@DBOS.step`` inside a ``@DBOS.workflow``, SQLite system DB;
+   (c) one DBOS step: ``@DBOS.step`` inside a ``@DBOS.workflow``, SQLite system DB.
+       A step records only its output: one commit, half the durability of a turn;
+   (c') a DBOS turn at the turn's durability: an intent step and a result step per
+       turn inside a long-running workflow (two commits, as the turn's two fsyncs);
+   (c'') the same two steps as a workflow of its own per turn, as a DBOS application
+       runs one unit of work (DBOS also records the workflow's start and end);
    (d) one LangGraph node: a one-node graph invoked per turn on one thread id,
        ``SqliteSaver``, ``durability="sync"``.
 
@@ -24,7 +29,8 @@ cProfile of N turns). Everything runs on the project's own disk (a temp dir unde
    one thread per session, each with its own goal, session and controller, all
    sharing one store (and so its group commit).
 
-(c) and (d) need the ``bench`` extra; without it they are skipped, and said so.
+The peers, (c) to (d), are also compared with (b) round by round (the median of each
+round's ratio). They need the ``bench`` extra; without it they are skipped, and said so.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from benchmarks._common import (
     TurnLoop,
     announce_machine,
     git_workspace,
+    judged,
     load_average,
     print_results,
     profile_ops,
@@ -60,6 +67,7 @@ from benchmarks._common import (
 from benchmarks.peers import (
     BareCommit,
     DbosStep,
+    DbosTurn,
     LangGraphNode,
     Peer,
     missing_peers,
@@ -69,14 +77,27 @@ from turnkeeper.store import open_store
 
 BARE, TURN, DBOS, LANGGRAPH = "bare_commit", "turnkeeper_turn", "dbos_step", "langgraph_node"
 TURN_PLAIN = "turnkeeper_turn_plain_dir"
+DBOS_TURN, DBOS_WORKFLOW = "dbos_turn_two_steps", "dbos_workflow_per_turn"
+# The peers compared with the turn itself, round by round.
+PEERS = (DBOS, DBOS_TURN, DBOS_WORKFLOW, LANGGRAPH)
 LABELS = {
     BARE: "(a) bare fsync'd sqlite3 commit, 1 insert",
     TURN: "(b) turnkeeper turn, no-op host, git workspace (load, plan, run_turn)",
     TURN_PLAIN: "(b') the same turn, workspace a plain directory (no git: no snapshot)",
-    DBOS: "(c) DBOS step in a workflow (SQLite)",
-    LANGGRAPH: '(d) LangGraph node, SqliteSaver, durability="sync"',
+    DBOS: "(c) one DBOS step in a workflow (SQLite): its output only, half a turn's durability",
+    DBOS_TURN: "(c') DBOS turn: intent step + result step in a long workflow (equal durability)",
+    DBOS_WORKFLOW: "(c'') DBOS turn as a workflow of its own (intent + result steps)",
+    LANGGRAPH: '(d) LangGraph graph invoked per turn, SqliteSaver, durability="sync"',
 }
-SHORT = {BARE: "bare", TURN: "turn", TURN_PLAIN: "turn-plain", DBOS: "dbos", LANGGRAPH: "langgraph"}
+SHORT = {
+    BARE: "bare",
+    TURN: "turn",
+    TURN_PLAIN: "turn-plain",
+    DBOS: "dbos",
+    DBOS_TURN: "dbos-turn",
+    DBOS_WORKFLOW: "dbos-wf",
+    LANGGRAPH: "langgraph",
+}
 # The issue's targets, as ratios: turn / bare, dbos / turn, langgraph / turn, 64 / 1.
 TARGET_TURN_VS_BARE = 2.5
 TARGET_DBOS_VS_TURN = 4.0
@@ -103,8 +124,10 @@ SMOKE = Settings(rounds=2, ops_per_round=3, warmup=1, seconds=0.2, sessions=(1, 
 class Latency:
     median_us: dict[str, float] = field(default_factory=dict)
     ratio_to_bare: dict[str, float] = field(default_factory=dict)
-    # Per round: each candidate's median over that round's bare median.
+    # Per round: each candidate's median over that round's bare median, and each
+    # peer's over that round's turn (git workspace).
     round_ratios: dict[str, list[float]] = field(default_factory=dict)
+    round_ratios_to_turn: dict[str, list[float]] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)
     durable_commits_per_turn: float = 0.0
     cheap_commits_per_turn: float = 0.0
@@ -169,18 +192,26 @@ class TurnPeer:
         self.store.close()
 
 
-def measure_latency(
-    directory: Path, settings: Settings, say: Say, skipped: dict[str, str]
-) -> tuple[Latency, TurnPeer]:
+def candidates(directory: Path, skipped: dict[str, str]) -> tuple[dict[str, Peer], TurnPeer]:
+    """Every candidate not skipped, in the order of :data:`LABELS`, and the turn."""
     peers: dict[str, Peer] = {BARE: BareCommit(directory)}
     turn = TurnPeer(directory, TURN, git=True)
     peers[TURN] = turn
-    plain = TurnPeer(directory, TURN_PLAIN, git=False)
-    peers[TURN_PLAIN] = plain
+    peers[TURN_PLAIN] = TurnPeer(directory, TURN_PLAIN, git=False)
     if DBOS not in skipped:
-        peers[DBOS] = DbosStep(directory)
+        step = DbosStep(directory)
+        peers[DBOS] = step
+        peers[DBOS_TURN] = DbosTurn(step, per_turn_workflow=False)
+        peers[DBOS_WORKFLOW] = DbosTurn(step, per_turn_workflow=True)
     if LANGGRAPH not in skipped:
         peers[LANGGRAPH] = LangGraphNode(directory)
+    return peers, turn
+
+
+def measure_latency(
+    directory: Path, settings: Settings, say: Say, skipped: dict[str, str]
+) -> tuple[Latency, TurnPeer]:
+    peers, turn = candidates(directory, skipped)
     names = list(peers)
     say(f"  warm-up: {settings.warmup} ops each")
     for name in names:
@@ -190,7 +221,10 @@ def measure_latency(
     lg = peers.get(LANGGRAPH)
     lg_before = lg.checkpoints() if isinstance(lg, LangGraphNode) else 0
     samples: dict[str, list[float]] = {name: [] for name in names}
-    res = Latency(round_ratios={name: [] for name in names if name != BARE})
+    res = Latency(
+        round_ratios={name: [] for name in names if name != BARE},
+        round_ratios_to_turn={name: [] for name in names if name in PEERS},
+    )
     for r in range(settings.rounds):
         shift = r % len(names)
         order = names[shift:] + names[:shift]
@@ -205,6 +239,8 @@ def measure_latency(
                 continue
             med = statistics.median(now[name])
             res.round_ratios[name].append(med / bare)
+            if name in PEERS:
+                res.round_ratios_to_turn[name].append(med / statistics.median(now[TURN]))
             parts.append(f"{SHORT[name]} {med:8.1f} ({med / bare:5.1f}x)")
         say(f"  round {r + 1}/{settings.rounds}: " + ", ".join(parts))
     turns = turn.loop.turns - turns_before
@@ -293,10 +329,7 @@ def measure_throughput(directory: Path, sessions: int, seconds: float) -> Throug
 
 
 def _target(value: float, at_most: float | None = None, at_least: float | None = None) -> Any:
-    if at_most is not None:
-        return {"target": f"<= {at_most}x", "value": value, "met": value <= at_most}
-    assert at_least is not None
-    return {"target": f">= {at_least}x", "value": value, "met": value >= at_least}
+    return judged(value, at_most=at_most, at_least=at_least, unit="x")
 
 
 def _targets(res: Results) -> dict[str, dict[str, Any]]:
@@ -328,7 +361,8 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         skipped: dict[str, str] = {}
         missing = missing_peers()
         if "dbos" in missing:
-            skipped[DBOS] = missing["dbos"]
+            for name in (DBOS, DBOS_TURN, DBOS_WORKFLOW):
+                skipped[name] = missing["dbos"]
         if "langgraph" in missing:
             skipped[LANGGRAPH] = missing["langgraph"]
         for name, why in skipped.items():
@@ -401,8 +435,10 @@ def render(res: Results, console: Console) -> None:
         rounds = lat.round_ratios.get(name)
         per_round = f"{statistics.median(rounds):.2f}x" if rounds else ""
         extra = ""
-        if name in (DBOS, LANGGRAPH):
+        if name in PEERS:
+            to_turn = statistics.median(lat.round_ratios_to_turn[name])
             extra = f" = {lat.median_us[name] / lat.median_us[TURN]:.2f}x (b)"
+            extra += f" (per round {to_turn:.2f}x)"
             if TURN_PLAIN in lat.median_us:
                 extra += f", {lat.median_us[name] / lat.median_us[TURN_PLAIN]:.2f}x (b')"
         table.add_row(

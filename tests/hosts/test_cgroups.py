@@ -157,7 +157,9 @@ def test_a_host_runs_in_its_turn_cgroup_and_everything_ends_with_the_turn(
 
 
 @needs_cgroup
-def test_old_empty_turn_cgroups_are_pruned_and_populated_ones_kept(turn_id: str) -> None:
+def test_old_empty_turn_cgroups_are_pruned_and_populated_ones_kept(
+    turn_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stale = cgroups.create(f"{turn_id}-stale")
     busy = cgroups.create(f"{turn_id}-busy")
     fresh = cgroups.create(f"{turn_id}-fresh")
@@ -167,7 +169,10 @@ def test_old_empty_turn_cgroups_are_pruned_and_populated_ones_kept(turn_id: str)
         long_ago = time.time() - 3600
         for old in (stale, busy):
             os.utime(old.path, (long_ago, long_ago))
-        cgroups.create(turn_id)  # any new turn's cgroup prunes its old empty siblings
+        # The next turn's cgroup prunes old empty siblings once the prune is due (at
+        # most once a minute, not per turn): make it due now.
+        monkeypatch.setattr(cgroups, "_next_prune", [0.0])
+        cgroups.create(turn_id)
         assert not stale.exists()
         assert busy.exists() and busy.pids() == [member.pid]
         assert fresh.exists()  # empty, but young: a host may be about to join it

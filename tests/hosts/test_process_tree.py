@@ -23,12 +23,19 @@ def turn_id() -> Iterator[str]:
 
 
 def spawn(cmd: str, marker: str | None, **env: str) -> subprocess.Popen[bytes]:
+    """A marked process in a session of its own, registered as owned the way hosts
+    register theirs: an earlier test may have made this process a subreaper, whose
+    reaper reaps dead unregistered children in other sessions (then ``Popen.wait``
+    would report 0, not the signal)."""
     environ = {**os.environ, **env}
     if marker is not None:
         environ[MARKER_ENV] = marker
-    return subprocess.Popen(
-        ["sh", "-c", cmd], env=environ, stdout=subprocess.PIPE, start_new_session=True
-    )
+    with process_tree.spawn_lock:
+        proc = subprocess.Popen(
+            ["sh", "-c", cmd], env=environ, stdout=subprocess.PIPE, start_new_session=True
+        )
+        process_tree.register_owned_child(proc.pid)
+    return proc
 
 
 def test_identity_matches_live_process_and_not_a_forged_one() -> None:

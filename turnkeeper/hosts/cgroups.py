@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from hashlib import sha256
@@ -258,13 +259,25 @@ def turns_dir() -> Path:
 def create(turn_id: str) -> TurnCgroup:
     """A fresh (or this very turn's leftover) cgroup for ``turn_id``."""
     parent = turns_dir()
-    _prune_stale(parent)
+    now = time.monotonic()
+    with _prune_lock:
+        due = now >= _next_prune[0]
+        if due:
+            _next_prune[0] = now + _PRUNE_EVERY_SECONDS
+    if due:  # not per turn: listing every sibling cgroup costs O(sessions) each time
+        _prune_stale(parent)
     path = parent / turn_cgroup_name(turn_id)
     try:
         path.mkdir(exist_ok=True)
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot create {path}: {exc.strerror or exc}") from None
     return TurnCgroup(turn_id, path)
+
+
+# Leftovers are pruned at the first turn of a process and then at most this often.
+_PRUNE_EVERY_SECONDS = 60.0
+_prune_lock = threading.Lock()
+_next_prune = [0.0]
 
 
 def _prune_stale(parent: Path) -> None:

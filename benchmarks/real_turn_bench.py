@@ -1,0 +1,277 @@
+"""Real-turn benchmark: what one turn of the real ``turnkeeper run`` costs beyond its host.
+
+Run ``python -m benchmarks.real_turn_bench`` (``--quick``, ``--smoke`` for the tests,
+``--json``; ``--no-profile`` to skip the py-spy run). On the project's own disk (a
+temp dir under ``.cache/``). Side by side, in interleaved rounds (the order rotates
+every round), medians over the rounds:
+
+(r) the real turn: a project made by ``turnkeeper init`` in a git repository, one
+    session in a git workspace, host ``{"command": ["true"]}``; each round is one
+    ``turnkeeper run --max-turns 300 --idle-turns 1000000`` (a child process under GNU
+    time). Its steady window (the first turn and the process's start-up left out)
+    gives the wall time per turn, from the turns' own timestamps, and the
+    controller's own CPU per turn, from ``/proc/<pid>/stat`` sampled while it runs;
+(s) ``subprocess.run(["true"])`` from Python: what the host costs bare. The wall
+    overhead of a turn is (r) minus (s);
+(t) the in-process turn of ``turn_bench`` (its :class:`~benchmarks.turn_bench.TurnPeer`:
+    no-op host, git workspace, the controller's load-plan-run_turn in one thread);
+(c) two bare fsync'd sqlite3 commits (``peers.BareCommit``): the floor of a turn
+    that records its intent before the host runs and its outcome after.
+
+Then one more run, five times as long, under ``py-spy record -f raw --threads
+--gil`` says where the controller's CPU goes in its steady turns, by turnkeeper
+function; and the turns' own event timestamps say where their wall time goes
+(:func:`benchmarks.turn_log.steps_in`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks._common import (
+    Say,
+    add_columns,
+    announce_machine,
+    benchmark_arguments,
+    chosen_settings,
+    judged,
+    load_average,
+    render_machine,
+    render_targets,
+    run_and_print,
+    run_in_directory,
+    timed,
+)
+from benchmarks.peers import BareCommit
+from benchmarks.pyspy_summary import render_pyspy, summarise
+from benchmarks.real_run import (
+    PROFILE_RATE_HZ,
+    Project,
+    RunProcess,
+    cpu_between,
+    finished,
+    make_project,
+    profile_phases,
+)
+from benchmarks.turn_bench import TURN, TurnPeer
+from benchmarks.turn_log import read_turns, steady_window, steps_in
+
+TARGET_CPU_MS = 2.0
+TARGET_OVERHEAD_MS = 5.0
+PROFILE_RUN_FACTOR = 5  # the profiled run's turns, in measured runs
+REAL, SPAWN, IN_PROCESS, TWO_COMMITS = (
+    "real_turn",
+    "bare_spawn_true",
+    "in_process_turn",
+    "two_commits",
+)
+LABELS = {
+    REAL: "(r) real turn: turnkeeper run, host `true`, wall per turn",
+    SPAWN: '(s) subprocess.run(["true"]) from Python',
+    IN_PROCESS: "(t) in-process turn (turn_bench: no-op host, git workspace)",
+    TWO_COMMITS: "(c) two bare fsync'd sqlite3 commits",
+}
+
+
+@dataclass
+class Settings:
+    rounds: int
+    turns_per_run: int
+    ops_per_round: int  # of (s), (t) and (c)
+    profile: bool = True
+
+
+FULL = Settings(rounds=5, turns_per_run=300, ops_per_round=200)
+QUICK = Settings(rounds=3, turns_per_run=300, ops_per_round=100)
+SMOKE = Settings(rounds=2, turns_per_run=6, ops_per_round=3, profile=False)
+
+
+@dataclass
+class Round:
+    """One round's medians, in milliseconds."""
+
+    wall_ms: dict[str, float] = field(default_factory=dict)
+    controller_cpu_ms_per_turn: float = 0.0
+    children_cpu_ms_per_turn: float = 0.0
+    window_turns: int = 0
+    run_wall_s: float = 0.0  # the whole run process, start-up included (GNU time)
+    max_rss_mib: float = 0.0
+    steps_ms: dict[str, float] = field(default_factory=dict)  # see turn_log.steps_in
+
+
+@dataclass
+class Results:
+    machine: dict[str, Any]
+    settings: dict[str, Any]
+    rounds: list[Round] = field(default_factory=list)
+    median_ms: dict[str, float] = field(default_factory=dict)
+    controller_cpu_ms_per_turn: float = 0.0
+    children_cpu_ms_per_turn: float = 0.0
+    wall_overhead_ms: float = 0.0  # (r) - (s)
+    steps_ms: dict[str, float] = field(default_factory=dict)  # medians over the rounds
+    # Per round, then the median: (r) over (s), (t) over (c), (r) - (s) in ms.
+    round_overhead_ms: list[float] = field(default_factory=list)
+    in_process_vs_two_commits: list[float] = field(default_factory=list)
+    targets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    profile: dict[str, Any] | None = None
+
+
+class RealTurns:
+    """The real turn's project; each :meth:`measure` is one ``turnkeeper run``."""
+
+    def __init__(self, work: Path, say: Say) -> None:
+        self.work = work
+        self.project: Project = make_project(work, 1, ["true"], say)
+        self.runs = 0
+        self.profiles: dict[str, Path] = {}  # the last run's py-spy output, by phase
+
+    def measure(self, turns: int, into: Round, profile: bool = False) -> float:
+        """One run of ``turns`` turns; its figures into ``into``; its wall ms per turn."""
+        self.runs += 1
+        args = ["--json", "--max-turns", str(turns), "--idle-turns", "1000000"]
+        logs = self.work / f"run-{self.runs}"
+        run = RunProcess(self.project.root, args, logs, profile="first_round" if profile else None)
+        if profile:
+            profile_phases(run, self.project.database, 1, 60 + turns)
+        outcome = finished(run.wait(timeout_s=60 + turns), run, turns)
+        self.profiles = outcome.profiles
+        log = read_turns(self.project.database)
+        # This run's turns only: the session's earlier runs are in the same stream.
+        mine = {s: [t for t in ts if t.accepted >= outcome.started_at] for s, ts in log.items()}
+        window = steady_window(mine)
+        own, children, _ = cpu_between(outcome.samples, window.start, window.end)
+        into.controller_cpu_ms_per_turn = own * 1000 / window.turns
+        into.children_cpu_ms_per_turn = children * 1000 / window.turns
+        into.window_turns = window.turns
+        into.run_wall_s = outcome.wall_s
+        into.max_rss_mib = outcome.max_rss_kib / 1024
+        into.steps_ms = steps_in(mine, window)
+        return window.seconds * 1000 / window.turns
+
+
+def _spawn_true() -> None:
+    subprocess.run(["true"], check=True)
+
+
+def _pairs(samples: list[float]) -> list[float]:
+    return [a + b for a, b in zip(samples[::2], samples[1::2], strict=False)]
+
+
+def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
+    def body(work: Path) -> Results:
+        info = announce_machine(work, say)
+        res = Results(machine=info, settings=asdict(settings))
+        real = RealTurns(work / "real", say)
+        (work / "inproc").mkdir()
+        in_process = TurnPeer(work / "inproc", TURN, git=True)
+        bare = BareCommit(work)
+        n = settings.ops_per_round
+        in_process.samples(max(n // 10, 1))  # warm-up: its first turn is a start
+        measures: dict[str, Callable[[Round], float]] = {
+            REAL: lambda r: real.measure(settings.turns_per_run, r),
+            SPAWN: lambda _: statistics.median(timed(_spawn_true, n)) / 1000,
+            IN_PROCESS: lambda _: statistics.median(in_process.samples(n)) / 1000,
+            TWO_COMMITS: lambda _: statistics.median(_pairs(bare.samples(2 * n))) / 1000,
+        }
+        names = list(measures)
+        try:
+            for i in range(settings.rounds):
+                order = names[i % len(names) :] + names[: i % len(names)]
+                now = Round()
+                for name in order:
+                    now.wall_ms[name] = measures[name](now)
+                res.rounds.append(now)
+                res.round_overhead_ms.append(now.wall_ms[REAL] - now.wall_ms[SPAWN])
+                res.in_process_vs_two_commits.append(
+                    now.wall_ms[IN_PROCESS] / now.wall_ms[TWO_COMMITS]
+                )
+                say(
+                    f"round {i + 1}/{settings.rounds} (load {load_average()[0]}): "
+                    + ", ".join(f"{k} {v:.2f} ms" for k, v in now.wall_ms.items())
+                    + f"; controller {now.controller_cpu_ms_per_turn:.2f} ms CPU/turn"
+                )
+            if settings.profile:
+                say("one more run under py-spy ...")
+                profiled = Round()
+                # Longer than a measured run: enough samples of the steady turns.
+                turns = settings.turns_per_run * PROFILE_RUN_FACTOR
+                profiled.wall_ms[REAL] = real.measure(turns, profiled, profile=True)
+                if "steady" in real.profiles:
+                    res.profile = {
+                        "run": asdict(profiled),
+                        **summarise(real.profiles["steady"], PROFILE_RATE_HZ).as_json(),
+                    }
+        finally:
+            in_process.close()
+            bare.close()
+        for name in names:
+            res.median_ms[name] = statistics.median(r.wall_ms[name] for r in res.rounds)
+        res.controller_cpu_ms_per_turn = statistics.median(
+            r.controller_cpu_ms_per_turn for r in res.rounds
+        )
+        res.children_cpu_ms_per_turn = statistics.median(
+            r.children_cpu_ms_per_turn for r in res.rounds
+        )
+        res.wall_overhead_ms = statistics.median(res.round_overhead_ms)
+        for step in res.rounds[0].steps_ms:
+            res.steps_ms[step] = statistics.median(r.steps_ms.get(step, 0.0) for r in res.rounds)
+        res.machine["loadavg_end"] = load_average()
+        res.targets = {
+            "controller_cpu_ms_per_turn": judged(
+                res.controller_cpu_ms_per_turn, at_most=TARGET_CPU_MS
+            ),
+            "wall_overhead_ms_per_turn": judged(res.wall_overhead_ms, at_most=TARGET_OVERHEAD_MS),
+        }
+        return res
+
+    return run_in_directory(directory, "real-turn-bench-", body)
+
+
+def render(res: Results, console: Console) -> None:
+    table = Table(title=f"one real turn vs its parts (medians of {len(res.rounds)} rounds)")
+    add_columns(table, "measurement", "wall ms")
+    for name, label in LABELS.items():
+        table.add_row(label, f"{res.median_ms[name]:.3f}")
+    table.add_row(
+        "wall overhead per turn: (r) - (s), per-round median", f"{res.wall_overhead_ms:.2f}"
+    )
+    ratio = statistics.median(res.in_process_vs_two_commits)
+    table.add_row("(t) / (c), per-round median", f"{ratio:.2f}x")
+    table.add_row(
+        "controller CPU per turn (its own threads)", f"{res.controller_cpu_ms_per_turn:.2f}"
+    )
+    table.add_row(
+        "its reaped children's CPU per turn (host, git)", f"{res.children_cpu_ms_per_turn:.2f}"
+    )
+    console.print(table)
+    steps = Table(title="where a real turn's wall time goes (its events' own timestamps)")
+    add_columns(steps, "from one event to the next", "median ms")
+    for step, ms in res.steps_ms.items():
+        steps.add_row(step, f"{ms:.2f}")
+    console.print(steps)
+    render_targets(res.targets, console)
+    render_machine(res.machine, console)
+    if res.profile:
+        render_pyspy(res.profile, console)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = benchmark_arguments(__doc__, "fewer rounds (a minute)")
+    parser.add_argument("--no-profile", action="store_true", help="skip the py-spy run")
+    args = parser.parse_args(argv)
+    settings = chosen_settings(args, FULL, QUICK, SMOKE)
+    if args.no_profile:
+        settings = replace(settings, profile=False)
+    return run_and_print(args, settings, run, render)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
