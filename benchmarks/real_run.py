@@ -75,8 +75,9 @@ class Project:
 
 def make_project(work: Path, sessions: int, host_command: list[str], say: Say) -> Project:
     """``work/project`` made by ``turnkeeper init``, with ``sessions`` sessions on the
-    ``subprocess`` host ``{"command": host_command}``, each on its own goal and
-    todo, each in its own git workspace under ``work/workspaces``."""
+    ``subprocess`` host ``{"command": host_command, "complete_todo": "never"}``, each on
+    its own goal and todo, each in its own git workspace under ``work/workspaces``. The
+    todo is never done, so the sessions keep turning for as long as ``run`` lets them."""
     t0 = time.perf_counter()
     root = git_workspace(work / "project")
     subprocess.run(
@@ -99,7 +100,12 @@ def make_project(work: Path, sessions: int, host_command: list[str], say: Say) -
             goal_id, todo_id = f"goal-{i:04d}", f"todo-{i:04d}"
             goals.create(CreateGoal(goal_id=goal_id, title=f"fleet goal {i}"))
             goals.submit(goal_id, AddTodo(todo=TodoSpec(todo_id=todo_id, title="never done")))
-            state = service.create(goal_id, workspace, "subprocess", {"command": host_command})
+            state = service.create(
+                goal_id,
+                workspace,
+                "subprocess",
+                {"command": host_command, "complete_todo": "never"},
+            )
             ids.append(state.session_id)
     finally:
         store.close()

@@ -90,3 +90,27 @@ def test_a_malformed_report_is_refused() -> None:
             {"kind": "report_no_progress", "session_id": " ", "fingerprint": "t", "turns": 3}
         )
     assert refused.value.reason == "invalid_id"
+
+
+def test_the_same_green_check_again_is_not_progress() -> None:
+    """An agent re-running a passing check that is already on record, fresh, on the
+    same revision with the same output, is busy, not advancing; a new revision, a
+    new output, or evidence that went stale again counts."""
+    goal = new_goal()
+    add_todo(goal, "t1")
+    evidence(goal, "ev-1", revision="rev1")
+    before = goal.s
+    mark = len(goal.events)
+    evidence(goal, "ev-2", revision="rev1", now=at(60))
+    assert not made_progress(goal.events[mark:], before)
+    assert made_progress(goal.events[mark:])  # without the earlier state, it counts
+
+    before = goal.s
+    mark = len(goal.events)
+    evidence(goal, "ev-3", revision="rev2", now=at(120))
+    assert made_progress(goal.events[mark:], before)
+
+    before = goal.s
+    mark = len(goal.events)
+    evidence(goal, "ev-4", revision="rev2", now=at(120 + 601))  # the last one is stale now
+    assert made_progress(goal.events[mark:], before)

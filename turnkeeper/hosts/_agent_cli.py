@@ -50,7 +50,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,6 +61,13 @@ from turnkeeper.hosts.base import (
     HostSpawnFailed,
     HostStatus,
     TurnRequest,
+)
+from turnkeeper.hosts.completion import (
+    DEFAULT_COMPLETION_RULE,
+    DEFAULT_DONE_MARKER,
+    CompletionRule,
+    DoneMarker,
+    completes_todo,
 )
 from turnkeeper.hosts.subprocess_host import (
     SubprocessHostConfig,
@@ -114,8 +121,9 @@ class AgentCliConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     # Appended to the CLI's arguments, before the prompt.
     extra_args: list[str] = Field(default_factory=list)
-    complete_todo: Literal["on_success", "on_marker", "never"] = "on_success"
-    done_marker: str = Field(default="TODO DONE", min_length=1)
+    # The same rule, and default, as a plain command's (hosts/completion.py).
+    complete_todo: CompletionRule = DEFAULT_COMPLETION_RULE
+    done_marker: DoneMarker = DEFAULT_DONE_MARKER
     evidence: dict[str, list[EvidenceSpec]] = Field(default_factory=dict)
     # Check the session file before a resume and digest it after a turn.
     require_session_artifact: bool = True
@@ -263,12 +271,7 @@ def todo_result(cfg: AgentCliConfig, request: TurnRequest, summary: str) -> dict
     """``todo_done`` and ``evidence`` for a successful turn on a todo, from the config."""
     if request.todo_id is None:
         return {}
-    if cfg.complete_todo == "never":
-        done = False
-    elif cfg.complete_todo == "on_marker":
-        done = cfg.done_marker in summary
-    else:
-        done = True
+    done = completes_todo(cfg.complete_todo, cfg.done_marker in summary)
     specs: list[EvidenceSpec] = []
     for key in (request.todo_id, request.todo_title, "*"):
         if key is not None and key in cfg.evidence:
@@ -430,6 +433,10 @@ def start_cli(
         event_format="jsonl",
         stdin="instructions",
         env=env,
+        # The adapter's result always wins; the rule matters only if the CLI ends
+        # without one, and then it is the CLI host's own.
+        complete_todo=cfg.complete_todo,
+        done_marker=cfg.done_marker,
         # The adapter emits ``session.bound {handle}`` and ``result``: the defaults.
         kill_stragglers=cfg.kill_stragglers,
         drain_seconds=cfg.drain_seconds,

@@ -7,7 +7,8 @@ so it is handed to the driver as a ``host_loader`` (``ControllerConfig(host_load
 host.loader)``).
 
 The callable has the ``python`` host's shape, ``turn(request, emit)`` returning the
-result dict (or None), but runs in this process instead of a child. It runs in the
+result dict (or None), but runs in this process instead of a child. Its result is
+validated at the receipt like any host's (docs/agents.md). It runs in the
 driver's thread on the first read of the run's events (or :meth:`InProcessRun.wait`),
 so after ``turn.host_started`` is journaled and while the driver renews the
 session's lease, as a host process would. Before it runs, the host binds the

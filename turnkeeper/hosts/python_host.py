@@ -1,7 +1,10 @@
 """Host kind ``python``: run ``module:function`` in a child Python process.
 
 The callable gets the :class:`~turnkeeper.hosts.base.TurnRequest` and an
-``emit(kind, data)`` function and returns the result dict (or None). It runs in a
+``emit(kind, data)`` function and returns the result dict (or None, for ``{}``):
+the same result, validated the same way at the receipt, as a command's ``result``
+event (docs/agents.md). Since a result is always reported, the command hosts'
+completion rule never applies here: ``todo_done`` says whether the todo is done. It runs in a
 subprocess (``python -m turnkeeper.hosts.python_runner module:function``) rather
 than in the control plane so that it can be killed, timed out, found by marker and
 accounted for exactly like an agent CLI: the subprocess host machinery does all that.

@@ -1,7 +1,9 @@
 """Child side of the ``python`` host: ``python -m turnkeeper.hosts.python_runner mod:fn``.
 
 Reads ``{"request": ...}`` JSON on stdin, calls ``fn(request, emit)`` and prints
-jsonl events on stdout, ending with a ``result`` event (or a fatal ``error``).
+jsonl events on stdout, ending with a ``result`` event (or a fatal ``error``). The
+result's fields are checked by the control plane, at the receipt, not here: one
+model (runtime/agent_result.py) for every host.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """Run any command as a host: an agent CLI, a script, the Python runner, the scripted agent.
 
+docs/agents.md is the contract for someone writing an agent of their own; this is
+how the host implements it.
+
 How a turn reaches the command (pick per host in config):
 
 * placeholders in ``command`` / ``resume_command`` args: ``{instructions}``,
-  ``{workspace}``, ``{turn_id}``, ``{session_id}``, ``{attempt}``, ``{handle}``
-  (plain substring replacement, so JSON braces in args are safe);
+  ``{workspace}``, ``{turn_id}``, ``{session_id}``, ``{attempt}``, ``{handle}``,
+  ``{todo_id}``, ``{todo_title}`` (plain substring replacement, so JSON braces in args are safe);
 * ``stdin="instructions"`` writes the instructions to stdin and closes it;
   ``stdin="request"`` writes ``{"request": <TurnRequest>, "config": {...}}`` as JSON
   (how the Python and scripted hosts get their turn); the default ``"null"`` gives
@@ -13,6 +16,13 @@ How a turn reaches the command (pick per host in config):
 Instructions are deliberately *not* put in the environment: it is inherited by every
 shell command the agent runs, and Linux caps one variable at 128 KiB.
 
+How it reports: with ``event_format="jsonl"`` each stdout line is an event
+``{"kind": ..., "data": {...}}`` and a ``result`` event's data is the turn's result
+(runtime/agent_result.py says what it may hold). A turn that printed no result —
+every ``text`` mode command, a ``jsonl`` one without that line — completes its todo
+by ``complete_todo`` (default ``on_success``: exit 0 marks it done; ``on_marker``:
+only if ``done_marker`` was printed; ``never``), see :mod:`turnkeeper.hosts.completion`.
+
 ``resume_command`` is used instead of ``command`` when the request carries a
 ``host_session_handle`` (e.g. ``codex exec resume --json {handle} {instructions}``).
 
@@ -20,8 +30,8 @@ A host built on :func:`spawn` may pass a :class:`RunAdapter` that translates eac
 parsed ``jsonl`` line into turnkeeper events and refines the final outcome (the Codex
 CLI and Claude Code hosts do: see :mod:`turnkeeper.hosts._agent_cli`).
 
-The process gets ``TURNKEEPER_TURN_ID`` / ``_SESSION_ID`` / ``_ATTEMPT`` on top of the
-inherited environment and runs in a session of its own, so it can be ended as a
+The process gets ``TURNKEEPER_TURN_ID`` / ``_SESSION_ID`` / ``_ATTEMPT`` / ``_TODO_ID``
+on top of the inherited environment and runs in a session of its own, so it can be ended as a
 tree and found by marker after a control-plane crash. Where the machine allows it,
 it also runs in a cgroup of its own (see :mod:`turnkeeper.hosts.containment`).
 """
@@ -32,12 +42,10 @@ import json
 import logging
 import os
 import signal
-import stat
 import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,11 +60,9 @@ from turnkeeper.hosts._events import (
     dig,
     parse_jsonl_line,
 )
+from turnkeeper.hosts._launch import process_env, substitute, unrunnable
 from turnkeeper.hosts._pipes import serve
 from turnkeeper.hosts.base import (
-    ATTEMPT_ENV,
-    MARKER_ENV,
-    SESSION_ENV,
     HostErrorKind,
     HostEvent,
     HostOutcome,
@@ -65,6 +71,13 @@ from turnkeeper.hosts.base import (
     KillReport,
     ProcessIdentity,
     TurnRequest,
+)
+from turnkeeper.hosts.completion import (
+    DEFAULT_COMPLETION_RULE,
+    DEFAULT_DONE_MARKER,
+    CompletionRule,
+    DoneMarker,
+    completes_todo,
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
 
@@ -95,6 +108,10 @@ class SubprocessHostConfig(BaseModel):
         default_factory=lambda: [HandleRule(kind="session.bound", field="handle")]
     )
     result_kind: str = "result"
+    # A turn on a todo that printed no result event: does exit 0 complete it?
+    # (hosts/completion.py; a result event always wins.)
+    complete_todo: CompletionRule = DEFAULT_COMPLETION_RULE
+    done_marker: DoneMarker = DEFAULT_DONE_MARKER
     # After the host exits, end processes still carrying the turn's marker: a turn is
     # bounded, and whatever it left running would otherwise outlive its receipt.
     kill_stragglers: bool = True
@@ -152,58 +169,9 @@ class SubprocessHost:
         return spawn(request, cfg, stdin_request=payload)
 
 
-def _substitute(args: list[str], request: TurnRequest) -> list[str]:
-    values = {
-        "{instructions}": request.instructions,
-        "{workspace}": str(request.workspace),
-        "{turn_id}": request.turn_id,
-        "{session_id}": request.session_id,
-        "{attempt}": str(request.attempt),
-        "{handle}": request.host_session_handle or "",
-    }
-    out = []
-    for template in args:
-        arg = template
-        for token, value in values.items():
-            arg = arg.replace(token, value)
-        out.append(arg)
-    return out
-
-
 def turn_env(request: TurnRequest, cfg: SubprocessHostConfig) -> dict[str, str]:
-    base = (
-        dict(os.environ)
-        if cfg.inherit_env
-        else {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    )
-    # The markers go last so neither config nor request can overwrite them.
-    return {
-        **base,
-        **cfg.env,
-        **request.env,
-        MARKER_ENV: request.turn_id,
-        SESSION_ENV: request.session_id,
-        ATTEMPT_ENV: str(request.attempt),
-    }
-
-
-def _unrunnable(program: str, search_path: str, cwd: Path) -> str | None:
-    """Why ``program`` cannot be executed (as ``execvp`` would look for it), or None."""
-    if "/" in program:
-        candidates = [cwd / program]
-    else:
-        candidates = [Path(d or ".") / program for d in search_path.split(os.pathsep)]
-        candidates = [c if c.is_absolute() else cwd / c for c in candidates]
-    for candidate in candidates:
-        try:
-            is_file = stat.S_ISREG(candidate.stat().st_mode)
-        except OSError:  # absent, or in a directory we may not look into: go on
-            continue
-        if is_file and os.access(candidate, os.X_OK):
-            return None
-        if is_file and "/" in program:
-            return f"[Errno 13] Permission denied: {program!r}"
-    return f"[Errno 2] No such file or directory: {program!r}"
+    """The environment the turn's command runs in (see hosts/_launch.py)."""
+    return process_env(request, cfg.env, cfg.inherit_env)
 
 
 def spawn(
@@ -215,7 +183,7 @@ def spawn(
 ) -> SubprocessRun:
     """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
     template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
-    args = _substitute(template or cfg.command, request)
+    args = substitute(template or cfg.command, request)
     if not request.workspace.is_dir():
         raise HostSpawnFailed(f"workspace {request.workspace} is not a directory")
     stdin_data: bytes | None = None
@@ -229,7 +197,7 @@ def spawn(
     env = turn_env(request, cfg)
     # Checked before the spawn: behind the cgroup's exec wrapper a missing program would
     # be the shell's exit 127, not the spawn failure it is.
-    program_problem = _unrunnable(args[0], env.get("PATH", os.defpath), request.workspace)
+    program_problem = unrunnable(args[0], env.get("PATH", os.defpath), request.workspace)
     if program_problem is not None:
         raise HostSpawnFailed(
             f"cannot start {args[0]!r}: {program_problem}", details={"args": args[:1]}
@@ -292,7 +260,8 @@ class SubprocessRun:
         self._first_malformed = ""
         self._fatal: tuple[HostErrorKind, str] | None = None
         self._handle = request.host_session_handle
-        self._result: dict[str, Any] = {}
+        self._result: dict[str, Any] | None = None  # None: no result event (yet)
+        self._marker_seen = False
         threading.Thread(
             target=self._serve, name=f"turnkeeper-host-{request.turn_id}", daemon=True
         ).start()
@@ -346,7 +315,9 @@ class SubprocessRun:
 
     def _line(self, line: bytes) -> None:
         if self._cfg.event_format == "text":
-            self._event("output", {"text": line.decode(errors="replace").rstrip("\r")})
+            text = line.decode(errors="replace").rstrip("\r")
+            self._marker_seen = self._marker_seen or self._cfg.done_marker in text
+            self._event("output", {"text": text})
             return
         try:
             parsed = parse_jsonl_line(line)
@@ -380,6 +351,8 @@ class SubprocessRun:
                 self._handle = handle
         if kind == self._cfg.result_kind:
             self._result = data
+        elif kind == "message" and self._cfg.done_marker in str(data.get("text", "")):
+            self._marker_seen = True
         if kind == "error" and data.get("fatal") is True:
             try:
                 error_kind = HostErrorKind(data.get("error_kind", "exit_code"))
@@ -471,38 +444,50 @@ class SubprocessRun:
         self._log.close()
         self._done.set()
 
-    def _build_outcome(self, returncode: int, stragglers: list[int]) -> HostOutcome:
-        common: dict[str, Any] = {
-            "exit_code": returncode if returncode >= 0 else None,
-            "signal": -returncode if returncode < 0 else None,
-            "host_session_handle": self._handle,
-            "result": self._result,
-            "last_seq": self._log.last_seq,
-            "stderr_tail": self._stderr.decode(errors="replace"),
-            "stragglers_killed": stragglers,
-            "duration_seconds": round(time.monotonic() - self._started, 3),
-        }
-        failure: tuple[HostErrorKind, str] | None = None
+    def _turn_result(self, succeeded: bool) -> dict[str, Any]:
+        """The result event's data as reported; without one, on a turn that succeeded
+        on a todo, the completion rule's word on it (hosts/completion.py)."""
+        if self._result is not None:
+            return self._result
+        if not succeeded or self.request.todo_id is None:
+            return {}
+        return {"todo_done": completes_todo(self._cfg.complete_todo, self._marker_seen)}
+
+    def _failure(self, returncode: int) -> tuple[HostErrorKind, str] | None:
         if self._timed_out:
-            failure = (HostErrorKind.TIMEOUT, f"exceeded {self.request.timeout_seconds}s")
-        elif returncode < 0:
+            return (HostErrorKind.TIMEOUT, f"exceeded {self.request.timeout_seconds}s")
+        if returncode < 0:
             try:
                 name = signal.Signals(-returncode).name
             except ValueError:
                 name = f"signal {-returncode}"
             who = "killed by the control plane" if self._killed_by_us else "died"
-            failure = (HostErrorKind.SIGNAL, f"host {who} ({name})")
-        elif self._malformed_count and not self._cfg.tolerate_malformed:
+            return (HostErrorKind.SIGNAL, f"host {who} ({name})")
+        if self._malformed_count and not self._cfg.tolerate_malformed:
             count, first = self._malformed_count, self._first_malformed
-            msg = f"{count} malformed output line(s); first: {first}"
-            failure = (HostErrorKind.PROTOCOL, msg)
-        elif self._fatal is not None:
-            failure = self._fatal
-        elif returncode != 0:
-            failure = (HostErrorKind.EXIT_CODE, f"host exited with code {returncode}")
-        elif (oversized := oversized_result(self._result, self.request.limits)) is not None:
-            common["result"] = {}  # the receipt must not carry it
+            return (HostErrorKind.PROTOCOL, f"{count} malformed output line(s); first: {first}")
+        if self._fatal is not None:
+            return self._fatal
+        if returncode != 0:
+            return (HostErrorKind.EXIT_CODE, f"host exited with code {returncode}")
+        return None
+
+    def _build_outcome(self, returncode: int, stragglers: list[int]) -> HostOutcome:
+        failure = self._failure(returncode)
+        result = self._turn_result(failure is None)
+        if failure is None and (oversized := oversized_result(result, self.request.limits)):
+            result = {}  # the receipt must not carry it
             failure = (HostErrorKind.PROTOCOL, oversized)
+        common: dict[str, Any] = {
+            "exit_code": returncode if returncode >= 0 else None,
+            "signal": -returncode if returncode < 0 else None,
+            "host_session_handle": self._handle,
+            "result": result,
+            "last_seq": self._log.last_seq,
+            "stderr_tail": self._stderr.decode(errors="replace"),
+            "stragglers_killed": stragglers,
+            "duration_seconds": round(time.monotonic() - self._started, 3),
+        }
         if failure is None:
             return HostOutcome(status=HostStatus.SUCCEEDED, **common)
         return HostOutcome(

@@ -1,8 +1,9 @@
-"""The turn driver: one turn through the transaction of DESIGN.md, each step durable in order.
+"""The turn driver: one turn through the turn transaction (docs/design.md), step by step.
 
 1. claim the todo, then ``turn.accepted`` (fsync'd)
 2. host started — process identity (a cheap commit: recovery finds the process by marker)
-3. host events, journaled in batches by host sequence number (cheap commits)
+3. host events, journaled in batches by host sequence number (cheap commits), each
+   within a second (runtime/event_pump.py)
 4. receipt (fsync'd): success with the result, or failure with a host recovery record
 5. write-back through the goal kernel, then ``turn.written_back``
 6. effects the result requested: intent, readback, apply, outcome (runtime/effects.py)
@@ -43,7 +44,6 @@ from turnkeeper.hosts.output_cap import (
     TRUNCATED_KIND,
     OutputCap,
     carries_meaning,
-    oversized_result,
 )
 from turnkeeper.kernel.proposals import ClaimTodo
 from turnkeeper.kernel.session import HostEvent as JournaledEvent
@@ -66,15 +66,28 @@ from turnkeeper.kernel.session.records import (
     ReceiptSuccess,
     RecoveryBinding,
 )
+from turnkeeper.runtime import event_pump
+from turnkeeper.runtime.agent_result import AgentResult, MalformedResult, parse_result
 from turnkeeper.runtime.commits import TurnCommits
 from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.effects import EffectRunner, EffectsSummary
+from turnkeeper.runtime.event_pump import TIMED_OUT, EventBatcher, EventFeed
 from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.host_receipts import artifact_digest, artifact_path, checked_result
+from turnkeeper.runtime.host_receipts import bounded_result as _bounded_result
 from turnkeeper.runtime.lease_keeper import LeaseKeeper
+from turnkeeper.runtime.run_progress import TurnWatcher
 from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.writeback import claim_owner, needs_outside_work, prepare_write_back
+from turnkeeper.runtime.writeback import (
+    PreparedWriteBack,
+    claim_owner,
+    needs_outside_work,
+    prepare_write_back,
+    refused_write_back,
+)
 
-EVENT_BATCH = 100
+# Events per journal commit at most (the pump's rule; tests read it here).
+EVENT_BATCH = event_pump.EVENT_BATCH
 log = logging.getLogger(__name__)
 DEFAULT_CONTRACT = InteractionContract(
     stop_condition="Stop when the todo is done or you need a human decision; report what you did."
@@ -128,20 +141,6 @@ def _spawn_failure(error: TurnkeeperError) -> HostOutcome:
     )
 
 
-def _artifact_digest(result: dict[str, Any]) -> str | None:
-    """The digest of the host session artifact (an agent CLI's session file) the host
-    reported, recorded in the turn's snapshot so a later revert can check its copy."""
-    artifact = result.get("host_artifact")
-    digest = artifact.get("sha256") if isinstance(artifact, dict) else None
-    return digest if isinstance(digest, str) else None
-
-
-def _artifact_path(result: dict[str, Any]) -> str | None:
-    artifact = result.get("host_artifact")
-    path = artifact.get("path") if isinstance(artifact, dict) else None
-    return path if isinstance(path, str) else None
-
-
 class _CappedEvents:
     """The driver's own output cap, so the journal stays within the turn's limits
     whatever a host does with ``TurnRequest.limits`` (see hosts/output_cap.py).
@@ -172,23 +171,6 @@ class _CappedEvents:
         return HostEvent(seq=self._seq, kind=TRUNCATED_KIND, data=data)
 
 
-def _bounded_result(outcome: HostOutcome, limits: TurnLimits) -> HostOutcome:
-    """A result too large for the durable receipt fails the turn (``protocol``),
-    whichever host returned it."""
-    if outcome.status is not HostStatus.SUCCEEDED:
-        return outcome
-    why = oversized_result(outcome.result, limits)
-    if why is None:
-        return outcome
-    failed = outcome.model_dump() | {
-        "status": HostStatus.FAILED,
-        "error_kind": HostErrorKind.PROTOCOL,
-        "message": why,
-        "result": {},
-    }
-    return HostOutcome.model_validate(failed)
-
-
 def new_turn_id() -> str:
     return f"turn-{uuid.uuid4().hex[:16]}"
 
@@ -216,6 +198,8 @@ class TurnDriver:
         self._running: dict[str, tuple[str, HostRun, float]] = {}
         self._running_lock = threading.Lock()
         self._exiting = threading.Event()
+        # Who is told of each host start and event as the pump sees it (``run``'s display).
+        self.watcher: TurnWatcher | None = None
 
     # --- one turn -------------------------------------------------------------------
 
@@ -349,25 +333,53 @@ class TurnDriver:
         )
 
     def _pump(self, session: SessionState, envelope: TurnEnvelope, run: HostRun) -> HostOutcome:
-        """Journal the host's events in order while it runs, renewing our lease meanwhile."""
+        """Journal the host's events in order while it runs, renewing our lease meanwhile.
+
+        A batch goes to the journal by count, at once for an urgent event, and at the
+        latest a second after its first event (runtime/event_pump.py): the wait for
+        the next event is bounded by that second, so a silent host's last line is
+        journaled while it stays silent. Each iteration consumes an event or empties
+        the batch, and the feed ends with the host's run: the loop is bounded."""
         sid = session.session_id
         capped = _CappedEvents(self._config.turn_limits)
+        batch = EventBatcher(max_events=EVENT_BATCH)
+        self._watch("host_started", sid, envelope)
         with self.lease_keeper.keeping(sid):
-            batch: list[HostEvent] = []
-            for host_event in run.events(after_seq=0):
-                event = capped.admit(host_event)
+            feed = EventFeed(run.events(after_seq=0), envelope.turn_id)
+            while (item := feed.next(timeout=batch.wait_seconds())) is not None:
+                if item is TIMED_OUT:
+                    self._journal(sid, envelope.turn_id, batch.take())
+                    continue
+                assert isinstance(item, HostEvent)
+                event = capped.admit(item)
                 if event is None:
                     continue  # over the cap: counted and digested, not journaled
-                batch.append(event)
-                if len(batch) >= EVENT_BATCH or event.kind in ("session.bound", "result"):
-                    self._journal(sid, envelope.turn_id, batch)
-                    batch = []
+                self._watch("host_event", sid, envelope, event)
+                if batch.add(event):
+                    self._journal(sid, envelope.turn_id, batch.take())
+            pending = batch.take()
             truncated = capped.truncation()
             if truncated is not None:
-                batch.append(truncated)
-            if batch:
-                self._journal(sid, envelope.turn_id, batch)
+                pending.append(truncated)
+            if pending:
+                self._journal(sid, envelope.turn_id, pending)
             return _bounded_result(run.wait(timeout=None), self._config.turn_limits)
+
+    def _watch(
+        self, what: str, sid: str, envelope: TurnEnvelope, event: HostEvent | None = None
+    ) -> None:
+        """Tell the watcher (``run``'s display) what the host does; its failure is
+        logged, never the turn's: what is shown must not decide what is journaled."""
+        watcher = self.watcher
+        if watcher is None:
+            return
+        try:
+            if event is None:
+                watcher.host_started(sid, envelope)
+            else:
+                watcher.host_event(sid, envelope.turn_id, event)
+        except Exception:
+            log.exception("turn %s: the run display failed on %s", envelope.turn_id, what)
 
     def _journal(self, sid: str, turn_id: str, batch: list[HostEvent]) -> None:
         handle = next(
@@ -400,10 +412,10 @@ class TurnDriver:
     ) -> TurnResult:
         sid = session.session_id
         token = self._token(sid)
-        if outcome.status.value == "succeeded":
-            result = dict(outcome.result or {})
+        outcome, parsed = checked_result(outcome)
+        if parsed is not None:
             receipt: ReceiptSuccess | ReceiptFailure = ReceiptSuccess(
-                result=result, host_artifact_digest=_artifact_digest(result)
+                result=dict(outcome.result), host_artifact_digest=artifact_digest(parsed)
             )
         else:
             current = self._sessions.load(sid)
@@ -423,11 +435,15 @@ class TurnDriver:
                     )
                 ),
             )
-        if isinstance(receipt, ReceiptSuccess) and not needs_outside_work(receipt.result):
+        if (
+            isinstance(receipt, ReceiptSuccess)
+            and parsed is not None
+            and not needs_outside_work(parsed)
+        ):
             # Nothing runs outside the database: receipt, write-back and completion
             # are one atomic commit, the second and last fsync of the turn.
             prepared = prepare_write_back(
-                self._goals.load(session.goal_id), envelope, Path(session.workspace), receipt.result
+                self._goals.load(session.goal_id), envelope, Path(session.workspace), parsed
             )
             self._commits.outcome(
                 session,
@@ -436,7 +452,7 @@ class TurnDriver:
                 receipt=receipt,
                 complete=True,
                 artifact_digest=receipt.host_artifact_digest,
-                artifact_path=_artifact_path(receipt.result),
+                artifact_path=artifact_path(parsed),
             )
             crash_point("completed")
         else:
@@ -445,21 +461,37 @@ class TurnDriver:
             )
             crash_point("receipt")
             if isinstance(receipt, ReceiptSuccess):
-                self.complete_from_receipt(self._sessions.load(sid), envelope, receipt)
+                self.complete_from_receipt(self._sessions.load(sid), envelope, receipt, parsed)
         return TurnResult(
             turn_id=envelope.turn_id, succeeded=isinstance(receipt, ReceiptSuccess), outcome=outcome
         )
 
     def complete_from_receipt(
-        self, session: SessionState, envelope: TurnEnvelope, receipt: ReceiptSuccess
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        receipt: ReceiptSuccess,
+        parsed: AgentResult | None = None,
     ) -> EffectsSummary:
-        """Steps 5-7 from a durable receipt: also what recovery runs after a crash."""
+        """Steps 5-7 from a durable receipt: also what recovery runs after a crash.
+        ``parsed`` is the receipt's result as the driver validated it (recovery passes
+        none: the durable result is read through the model again)."""
         sid = session.session_id
         workspace = Path(session.workspace)
+        refusal: MalformedResult | None = None
+        if parsed is None:
+            try:
+                parsed = parse_result(receipt.result)
+            except MalformedResult as error:
+                refusal = error
         in_flight = session.in_flight
         if in_flight is not None and in_flight.phase == "receipt":
             goal = self._goals.load(session.goal_id)
-            prepared = prepare_write_back(goal, envelope, workspace, receipt.result)
+            prepared: PreparedWriteBack = (
+                prepare_write_back(goal, envelope, workspace, parsed)
+                if parsed is not None
+                else refused_write_back(envelope, refusal or MalformedResult([]))
+            )
             self._commits.outcome(
                 session, envelope, prepared, receipt=None, complete=False, artifact_digest=None
             )
@@ -469,7 +501,7 @@ class TurnDriver:
             with self.lease_keeper.keeping(sid):  # a provider may be slow to answer
                 effects = self._effects.settle(sid, envelope.turn_id)
         self._commits.complete(
-            session, envelope, receipt.host_artifact_digest, _artifact_path(receipt.result)
+            session, envelope, receipt.host_artifact_digest, artifact_path(parsed)
         )
         crash_point("completed")
         return effects

@@ -1,7 +1,7 @@
 """Step 5 of the turn transaction: validate a turn's result and write it back to the goal.
 
-The agent's word is not proof (seed 001: an executor's self-report cannot alone
-prove completion). Evidence the agent names is run again here, in the
+The agent's word is not proof: an executor's self-report cannot alone prove
+completion. Evidence the agent names is run again here, in the
 workspace, bound to the revision it ran on; the goal kernel then accepts or
 rejects each proposal. Every write carries an id derived from the turn, so doing
 the write-back twice — after a crash — applies it once.
@@ -11,35 +11,37 @@ checks) and :func:`decide_write_back` is pure — it decides every proposal in
 order on the goal's state, so the caller can commit the goal's events together
 with the session's ``turn.written_back`` in one atomic append.
 
-The result a host returns (all keys optional)::
+The result is an :class:`~turnkeeper.runtime.agent_result.AgentResult`, validated
+at the receipt (docs/agents.md is its contract for agent authors). Its parts are
+decided in this order, so a later part may name what an earlier one records:
 
-    {"summary": "...",
-     "evidence": [{"key": "tests", "command": "pytest -q", "freshness_seconds": 3600}],
-     "todo_done": true,
-     "proposals": [<any kernel proposal as JSON>, ...],
-     "effects": [...]}                      # see runtime/effects.py
+1. each ``evidence`` item, re-run here, recorded as ``ev-<turn id>-<n>`` (``n`` its
+   position in the list, from 0);
+2. each of ``proposals``, in order (a ``satisfy_criterion`` may name the evidence
+   of step 1);
+3. ``todo_done``: complete the turn's todo with the evidence of step 1.
+
+A part the kernel refuses is a rejection recorded with the turn, never a failed
+write-back; the next turn sees the state.
 """
 
 from __future__ import annotations
 
 import hashlib
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import JsonValue
-
 from turnkeeper.errors import AlreadyExists, TurnkeeperError
-from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide, evolve, parse_proposal
+from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide, evolve
 from turnkeeper.kernel.progress import made_progress
 from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence, checked_input
 from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
+from turnkeeper.runtime.agent_result import AgentResult, MalformedResult
 from turnkeeper.runtime.workspace import git_revision
 
 EVIDENCE_TIMEOUT_SECONDS = 600
-DEFAULT_FRESHNESS_SECONDS = 3600
 
 
 def claim_owner(session_id: str) -> str:
@@ -66,62 +68,61 @@ class PreparedWriteBack:
     rejected: list[ProposalDecision] = field(default_factory=list)
 
 
-def needs_outside_work(result: Mapping[str, JsonValue]) -> bool:
+def evidence_id(turn_id: str, n: int) -> str:
+    """The id the ``n``-th evidence item of a turn's result is recorded under."""
+    return f"ev-{turn_id}-{n}"
+
+
+def needs_outside_work(result: AgentResult) -> bool:
     """Whether writing back runs anything outside the database (checks or effects).
 
     When it does, the receipt must be durable first, so a crash during that
     work keeps the host's result; when it does not, receipt, write-back and
     completion can be one atomic commit.
     """
-    return bool(result.get("evidence")) or bool(result.get("effects"))
+    return bool(result.evidence) or bool(result.effects)
 
 
 def prepare_write_back(
-    goal: GoalState, envelope: TurnEnvelope, workspace: Path, result: Mapping[str, JsonValue]
+    goal: GoalState, envelope: TurnEnvelope, workspace: Path, result: AgentResult
 ) -> PreparedWriteBack:
-    prepared = PreparedWriteBack(todo_done=result.get("todo_done") is True)
-    items = result.get("evidence")
-    for n, item in enumerate(items if isinstance(items, list) else []):
-        eid = f"ev-{envelope.turn_id}-{n}"
+    prepared = PreparedWriteBack(todo_done=result.todo_done)
+    for n, item in enumerate(result.evidence):
+        eid = evidence_id(envelope.turn_id, n)
         pid = f"{envelope.turn_id}:evidence:{n}"
-        if not isinstance(item, dict) or not isinstance(item.get("command"), str):
-            prepared.rejected.append(ProposalDecision(proposal_id=pid, reason="malformed evidence"))
-            continue
         prepared.evidence_ids.append(eid)
         if eid in goal.evidence:  # written back before a crash: the check does not run again
             continue
-        command = str(item["command"])
-        exit_code, digest = _run_check(command, workspace)
-        freshness = item.get("freshness_seconds")
-        key = item.get("key")
+        exit_code, digest = _run_check(item.command, workspace)
         try:
-            # The agent's key, command and freshness are held to the kernel's limits: one
-            # past them is this proposal's rejection, never a failed write-back.
+            # The result model holds the item to the kernel's limits; the revision is
+            # read here, so a refusal is still this item's, never a failed write-back.
             with checked_input():
                 evidence = RecordEvidence(
                     evidence_id=eid,
-                    command=command,
-                    key=key if isinstance(key, str) else None,
+                    command=item.command,
+                    key=item.key,
                     revision=git_revision(workspace),
                     exit_code=exit_code,
                     output_digest=digest,
-                    freshness_seconds=freshness
-                    if isinstance(freshness, int)
-                    else DEFAULT_FRESHNESS_SECONDS,
+                    freshness_seconds=item.freshness_seconds,
                 )
         except TurnkeeperError as error:
             prepared.evidence_ids.remove(eid)
             prepared.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
             continue
         prepared.proposals.append((pid, evidence))
-    raw_proposals = result.get("proposals")
-    for n, raw in enumerate(raw_proposals if isinstance(raw_proposals, list) else []):
-        pid = f"{envelope.turn_id}:proposal:{n}"
-        try:
-            prepared.proposals.append((pid, parse_proposal(raw if isinstance(raw, dict) else {})))
-        except TurnkeeperError as error:
-            prepared.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
+    for n, proposal in enumerate(result.proposals):
+        prepared.proposals.append((f"{envelope.turn_id}:proposal:{n}", proposal))
     return prepared
+
+
+def refused_write_back(envelope: TurnEnvelope, error: MalformedResult) -> PreparedWriteBack:
+    """What a durable receipt whose result the model refuses writes back: nothing but
+    the refusal. Only a receipt recorded before results were validated at the receipt
+    can hold one; its turn still completes, and the next turn sees the state."""
+    decision = ProposalDecision(proposal_id=f"{envelope.turn_id}:result", reason=error.reason)
+    return PreparedWriteBack(rejected=[decision])
 
 
 def decide_write_back(
@@ -147,7 +148,7 @@ def decide_write_back(
                 evidence_ids=prepared.evidence_ids,
             )
             _decide_one(state, pid, complete, now, events, out)
-    out.progress = made_progress(events) or _already_progressed(out)
+    out.progress = made_progress(events, before=goal) or _already_progressed(out)
     return events, out
 
 

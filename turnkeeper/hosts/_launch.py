@@ -1,0 +1,78 @@
+"""How a command host's turn becomes a process: its argv, its environment, its program.
+
+Kept apart from :mod:`turnkeeper.hosts.subprocess_host`, which runs the process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from turnkeeper.hosts.base import ATTEMPT_ENV, MARKER_ENV, SESSION_ENV, TurnRequest
+
+#: The todo a turn works on ("" on a turn without one, such as a replan): set for
+#: every command host, so a shell agent needs no JSON parser to know its todo.
+TODO_ENV = "TURNKEEPER_TODO_ID"
+
+# What a user's environment keeps when a host does not inherit it (``inherit_env``).
+_KEPT_WITHOUT_INHERIT = ("PATH", "HOME", "LANG", "TMPDIR")
+
+
+def substitute(args: list[str], request: TurnRequest) -> list[str]:
+    """The placeholders of ``command`` / ``resume_command`` filled in from the request
+    (plain substring replacement, so JSON braces in an argument are safe)."""
+    values = {
+        "{instructions}": request.instructions,
+        "{workspace}": str(request.workspace),
+        "{turn_id}": request.turn_id,
+        "{session_id}": request.session_id,
+        "{attempt}": str(request.attempt),
+        "{handle}": request.host_session_handle or "",
+        "{todo_id}": request.todo_id or "",
+        "{todo_title}": request.todo_title or "",
+    }
+    # One pass, so a value that itself holds a placeholder (instructions quoting
+    # "{workspace}", a todo title) reaches the command as written.
+    pattern = re.compile("|".join(re.escape(token) for token in values))
+    return [pattern.sub(lambda m: values[m.group(0)], template) for template in args]
+
+
+def process_env(request: TurnRequest, env: dict[str, str], inherit_env: bool) -> dict[str, str]:
+    """The process's environment: inherited (or its bare minimum), the config's ``env``,
+    the request's, then the turn's markers."""
+    base = (
+        dict(os.environ)
+        if inherit_env
+        else {k: v for k, v in os.environ.items() if k in _KEPT_WITHOUT_INHERIT}
+    )
+    # The markers go last so neither config nor request can overwrite them.
+    return {
+        **base,
+        **env,
+        **request.env,
+        MARKER_ENV: request.turn_id,
+        SESSION_ENV: request.session_id,
+        ATTEMPT_ENV: str(request.attempt),
+        TODO_ENV: request.todo_id or "",
+    }
+
+
+def unrunnable(program: str, search_path: str, cwd: Path) -> str | None:
+    """Why ``program`` cannot be executed (as ``execvp`` would look for it), or None."""
+    if "/" in program:
+        candidates = [cwd / program]
+    else:
+        candidates = [Path(d or ".") / program for d in search_path.split(os.pathsep)]
+        candidates = [c if c.is_absolute() else cwd / c for c in candidates]
+    for candidate in candidates:
+        try:
+            is_file = stat.S_ISREG(candidate.stat().st_mode)
+        except OSError:  # absent, or in a directory we may not look into: go on
+            continue
+        if is_file and os.access(candidate, os.X_OK):
+            return None
+        if is_file and "/" in program:
+            return f"[Errno 13] Permission denied: {program!r}"
+    return f"[Errno 2] No such file or directory: {program!r}"

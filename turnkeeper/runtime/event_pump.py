@@ -1,0 +1,141 @@
+"""How a turn's host events reach the journal: in batches, by count and by time.
+
+A batch is journaled when it holds ``EVENT_BATCH`` events, when an event that must
+be durable at once arrives (the host session handle, the result), or when its
+first event has waited ``EVENT_FLUSH_SECONDS``: a host that prints one line and
+then thinks for minutes has that line in the journal within a second, while a
+chatty host still costs one cheap commit per hundred events, never one per event.
+
+The time bound must hold while the host is silent, so the pump cannot block on
+the host's event iterator: :class:`EventFeed` reads the iterator on a thread of its
+own into a queue, and the pump waits on the queue no longer than the oldest
+unjournaled event may wait (:meth:`EventBatcher.wait_seconds`).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from turnkeeper.hosts import HostEvent
+
+# Events per journal commit at most (a chatty host).
+EVENT_BATCH: Final = 100
+# How long a host event may wait for the journal (a quiet host).
+EVENT_FLUSH_SECONDS: Final = 1.0
+# Events journaled the moment they arrive: what recovery needs from a turn cut off
+# mid-way (the host session to resume) and the agent's own account of the turn.
+URGENT_KINDS: Final = frozenset({"session.bound", "result"})
+# How long closing a feed waits for its reader after the host's tree was ended.
+_READER_JOIN_SECONDS: Final = 5.0
+
+
+class EventBatcher:
+    """The batch not yet journaled, and when it must be (count, urgency, age).
+
+    Pure bookkeeping with an injected clock, so the flush rule is tested without a
+    host or a store."""
+
+    def __init__(
+        self,
+        *,
+        max_events: int = EVENT_BATCH,
+        max_age_seconds: float = EVENT_FLUSH_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._max_events = max_events
+        self._max_age = max_age_seconds
+        self._clock = clock
+        self._events: list[HostEvent] = []
+        self._first_at: float | None = None
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def add(self, event: HostEvent) -> bool:
+        """Hold ``event``; True when the batch must be journaled now."""
+        if not self._events:
+            self._first_at = self._clock()
+        self._events.append(event)
+        return len(self._events) >= self._max_events or event.kind in URGENT_KINDS or self.due()
+
+    def due(self) -> bool:
+        """True when the oldest held event has waited its time."""
+        return self._first_at is not None and self._clock() - self._first_at >= self._max_age
+
+    def wait_seconds(self) -> float | None:
+        """How long the pump may wait for the next event: None (as long as it takes)
+        when nothing is held, else what is left of the oldest event's time."""
+        if self._first_at is None:
+            return None
+        return max(0.0, self._max_age - (self._clock() - self._first_at))
+
+    def take(self) -> list[HostEvent]:
+        """The held events, oldest first; the batcher is empty afterwards."""
+        taken, self._events, self._first_at = self._events, [], None
+        return taken
+
+
+@dataclass(frozen=True)
+class _End:
+    """The host's iterator is exhausted (``error`` None) or raised ``error``."""
+
+    error: BaseException | None = None
+
+
+class _TimedOut:
+    """No event came within the wait."""
+
+
+TIMED_OUT: Final = _TimedOut()
+
+
+class EventFeed:
+    """A host's event iterator read on a thread of its own, so its events can be
+    waited for with a bound (:meth:`next`).
+
+    The thread lives exactly as long as the iterator, which ends when the host's
+    run ends (or its process tree is ended: the driver does so when the pump
+    fails). An error of the iterator is handed to the pump, never swallowed."""
+
+    def __init__(self, events: Iterator[HostEvent], name: str) -> None:
+        self._events = events
+        self._queue: queue.SimpleQueue[HostEvent | _End] = queue.SimpleQueue()
+        self._ended = False
+        self._thread = threading.Thread(target=self._read, name=f"events-{name}", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for event in self._events:
+                self._queue.put(event)
+        except BaseException as error:  # handed to the pump, which raises it
+            self._queue.put(_End(error))
+        else:
+            self._queue.put(_End())
+
+    def next(self, timeout: float | None) -> HostEvent | _TimedOut | None:
+        """The next event; ``TIMED_OUT`` when none came within ``timeout`` seconds
+        (None: wait as long as the host runs); None once every event was read.
+        Raises what the host's iterator raised."""
+        if self._ended:
+            return None
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return TIMED_OUT
+        if isinstance(item, _End):
+            self._ended = True
+            if item.error is not None:
+                raise item.error
+            return None
+        return item
+
+    def join(self, timeout: float = _READER_JOIN_SECONDS) -> bool:
+        """Wait (bounded) for the reader to end; True if it did."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
