@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +12,7 @@ import typer
 from turnkeeper.cli.arguments import check_run_options
 from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_object
 from turnkeeper.cli.output import console, print_json, safe
-from turnkeeper.errors import FailedPrecondition, InvalidArgument
+from turnkeeper.errors import InvalidArgument
 
 # The runtime, the hosts and the kernel are imported by the commands that use them, so
 # that parsing a command line (and ``--help``) does not wait for them.
@@ -34,8 +32,16 @@ def _host_config(text: str) -> dict[str, Any]:
 @handles_errors
 def session_create(
     goal_id: str,
-    host: str = typer.Option("scripted", help="Host kind: subprocess, python, scripted, ..."),
-    host_config: str = typer.Option("{}", help="Host configuration as JSON, @FILE or - (stdin)."),
+    host: str = typer.Option(
+        "scripted",
+        help="Host kind: subprocess (any command, see docs/agents.md), codex, claude, "
+        "python, scripted, or one a plugin installs.",
+    ),
+    host_config: str = typer.Option(
+        "{}",
+        help="Host configuration as JSON, @FILE or - (stdin). For subprocess: command, "
+        "event_format, stdin, complete_todo (default on_success), ... (docs/agents.md).",
+    ),
     workspace: Path = typer.Option(Path("."), help="The git worktree the agent works in."),
     request_id: str | None = typer.Option(
         None,
@@ -52,46 +58,23 @@ def session_create(
     as_json: bool = JsonOption,
 ) -> None:
     """Bind an agent host to a goal and a workspace (the top of a git repository, or
-    any directory with --no-snapshots)."""
-    from turnkeeper.effects import split_host_config
-    from turnkeeper.hosts import load_host
+    any directory with --no-snapshots).
+
+    Example:
+
+    \b
+        turnkeeper session create parser --host subprocess --host-config @a.json
+    """
     from turnkeeper.runtime.goals import GoalService
-    from turnkeeper.runtime.request_ids import check_request_id
-    from turnkeeper.runtime.sessions import SessionService
-    from turnkeeper.runtime.snapshots import is_repository, submodule_refusal
+    from turnkeeper.runtime.session_admission import create_session
 
     # Generated when omitted, and printed: the caller can still retry under it.
     rid = request_id if request_id is not None else str(uuid.uuid4())
-    check_request_id(rid)
     config = _host_config(host_config)
-    if not workspace.is_dir():
-        raise InvalidArgument(f"workspace {workspace} is not a directory", reason="no_workspace")
-    # An unknown kind or a config the host rejects is refused here, before anything is
-    # written: a session that cannot load its host would fail every turn it is given.
-    load_host(host, split_host_config(config))  # as the driver loads it
     with open_project_store() as (_, store):
-        GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
-        if not no_snapshots and not is_repository(workspace):
-            # Snapshots (and so revert) need the top of a git repository: without one
-            # every turn would complete unsnapshotted, and nothing would say so.
-            raise FailedPrecondition(
-                f"workspace {workspace} is not the top of a git repository: make it one "
-                f"(`git init {workspace}`), or pass --no-snapshots to work without snapshots",
-                reason="workspace_not_git",
-                details={"workspace": str(workspace)},
-            )
-        refusal = None if no_snapshots else submodule_refusal(workspace)
-        if refusal is not None:
-            raise FailedPrecondition(
-                f"workspace {workspace} cannot be snapshotted: {refusal}, and a snapshot "
-                "holds a submodule as one commit id, so a revert could not bring back what "
-                "an agent changed inside it. Use a repository without submodules, or pass "
-                "--no-snapshots to work without snapshots",
-                reason="workspace_has_submodules",
-                details={"workspace": str(workspace)},
-            )
-        state = SessionService(store).create(
-            goal_id, workspace, host, config, request_id=rid, snapshots=not no_snapshots
+        gid = GoalService(store).resolve("goal", goal_id)
+        state = create_session(
+            store, gid, workspace, host, config, request_id=rid, snapshots=not no_snapshots
         )
     if as_json:
         print_json({**state.model_dump(mode="json"), "request_id": rid})
@@ -106,7 +89,13 @@ def session_create(
 @session_app.command("show")
 @handles_errors
 def session_show(session_id: str, as_json: bool = JsonOption) -> None:
-    """A session: status, lease, turn in flight, counters and its latest recovery report."""
+    """A session: status, lease, turn in flight, counters and its latest recovery report.
+
+    Example:
+
+    \b
+        turnkeeper session show 3f2a
+    """
     from turnkeeper.cli.render_sessions import render_session
     from turnkeeper.runtime.sessions import SessionService
 
@@ -122,7 +111,13 @@ def session_show(session_id: str, as_json: bool = JsonOption) -> None:
 @session_app.command("list")
 @handles_errors
 def session_list(as_json: bool = JsonOption) -> None:
-    """Every session with its status and counters."""
+    """Every session with its status and counters.
+
+    Example:
+
+    \b
+        turnkeeper session list --json
+    """
     from turnkeeper.runtime.session_listing import list_sessions
 
     with open_project_store() as (_, store):
@@ -177,6 +172,11 @@ def session_stop(
 
     Works while `run` drives the session (that run lets it go and goes on with the
     others). `run` leaves a stopped session alone until `session resume`.
+
+    Example:
+
+    \b
+        turnkeeper session stop 3f2a --reason "wrong approach"
     """
     from turnkeeper.runtime.operator import OperatorActions
 
@@ -192,7 +192,13 @@ def session_resume(
     reason: str = typer.Option("resumed by operator", help="Recorded with the resume."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Bring a stopped, suspended, crashed or reverted session back to ready for `run`."""
+    """Bring a stopped, suspended, crashed or reverted session back to ready for `run`.
+
+    Example:
+
+    \b
+        turnkeeper session resume 3f2a && turnkeeper run
+    """
     from turnkeeper.runtime.operator import OperatorActions
 
     with open_project_store() as (_, store):
@@ -203,7 +209,13 @@ def session_resume(
 @session_app.command("snapshots")
 @handles_errors
 def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
-    """The session's snapshots, oldest first: one per completed turn, while retained."""
+    """The session's snapshots, oldest first: one per completed turn, while retained.
+
+    Example:
+
+    \b
+        turnkeeper session snapshots 3f2a
+    """
     from turnkeeper.cli.render_sessions import render_snapshots
     from turnkeeper.runtime.sessions import SessionService
     from turnkeeper.runtime.snapshots import session_refs, snapshot_kept
@@ -237,7 +249,13 @@ def session_crash(
     reason: str = typer.Option("marked crashed by operator", help="Recorded with the mark."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Mark a session crashed (an operator's call): `session revert` can then restore it."""
+    """Mark a session crashed (an operator's call): `session revert` can then restore it.
+
+    Example:
+
+    \b
+        turnkeeper session crash 3f2a --reason "agent broke the build"
+    """
     from turnkeeper.runtime.operator import OperatorActions
 
     with open_project_store() as (_, store):
@@ -256,7 +274,13 @@ RequestIdOption = typer.Option(..., "--request-id", help="Client request id: a r
 def session_revert(
     session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
 ) -> None:
-    """Revert a crashed session to its last completed snapshot (workspace + host session)."""
+    """Revert a crashed session to its last completed snapshot (workspace + host session).
+
+    Example:
+
+    \b
+        turnkeeper session revert 3f2a --request-id revert-1
+    """
     from turnkeeper.runtime.operations import Operations
 
     with open_project_store() as (_, store):
@@ -269,7 +293,13 @@ def session_revert(
 def session_delete(
     session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
 ) -> None:
-    """Delete a session, closed or not (superseding a pending revert), and its snapshots."""
+    """Delete a session, closed or not (superseding a pending revert), and its snapshots.
+
+    Example:
+
+    \b
+        turnkeeper session delete 3f2a --request-id delete-1
+    """
     from turnkeeper.runtime.operations import Operations
 
     with open_project_store() as (_, store):
@@ -305,7 +335,13 @@ operation_app = typer.Typer(
 @operation_app.command("show")
 @handles_errors
 def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
-    """An operation by its request id: kind, session, status, steps and outcome."""
+    """An operation by its request id: kind, session, status, steps and outcome.
+
+    Example:
+
+    \b
+        turnkeeper operation show revert-1
+    """
     from turnkeeper.runtime.operations import Operations
 
     with open_project_store() as (_, store):
@@ -359,14 +395,31 @@ def run(
         max=1024**3,
         help="Bytes of host output journaled per turn; the rest is counted and digested.",
     ),
+    silence_warning: float = typer.Option(
+        120.0,
+        "--silence-warning",
+        help="Warn when a running host has printed nothing for this many seconds.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Recover every in-flight turn, then drive sessions until their goals are done.
 
+    While hosts run it shows each one's elapsed time and the agent's latest message
+    (a live table on a terminal, lines otherwise), warns about a host that has been
+    silent for --silence-warning seconds, and names the reason of a failed turn.
+    With --json every line is one JSON object: records with "progress" (the line) and
+    "record" (session, turn, message, host_silent, note), then the summary.
+
     A session stops by itself when its goal passes the terminal audit, a gate blocks,
     its host keeps failing (backing off in between), or its turns make no progress
     (a replan is raised first); `status` and the summary say why.
+
+    Example:
+
+    \b
+        turnkeeper run --max-turns 20 --silence-warning 300
     """
+    from turnkeeper.cli.run_display import RunDisplay, pick_mode
     from turnkeeper.hosts.base import TurnLimits
     from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
     from turnkeeper.runtime.controller import Controller, ControllerConfig
@@ -374,6 +427,7 @@ def run(
 
     check_run_options(lease=lease, host_timeout=host_timeout, max_turns=max_turns)
     check_seconds("--backoff", backoff, low=0.1, high=3600.0)
+    check_seconds("--silence-warning", silence_warning, low=0.1, high=7 * 24 * 3600.0)
     config = ControllerConfig(
         lease_seconds=lease,
         host_timeout_seconds=host_timeout,
@@ -389,20 +443,18 @@ def run(
             max_turns_without_progress=idle_turns, max_replans_without_progress=idle_replans
         ),
         turn_limits=TurnLimits(max_events=max_turn_events, max_output_bytes=max_turn_output_bytes),
+        silence_warning_seconds=silence_warning,
     )
-    printing = threading.Lock()  # progress comes from recovery threads too: whole lines
-
-    def progress(line: str) -> None:
-        with printing:
-            if as_json:
-                print(json.dumps({"progress": line}), flush=True)
-            else:
-                console.print(f"[dim]>[/] {safe(line)}")
+    # Records come from every session's thread: the display keeps each line whole.
+    display = RunDisplay(pick_mode(as_json), silence_warning)
 
     with open_project_store() as (_, store):
-        controller = Controller(store, config, progress=progress)
+        controller = Controller(store, config, reporter=display.report)
         ids = [controller.sessions.resolve_id(s) for s in session] or None
-        with stop_on_signals(controller, announce=progress):
+        with (
+            stop_on_signals(controller, announce=display.note),
+            display.showing(controller.monitor),
+        ):
             summary = controller.run(ids)
     if as_json:
         summary_json = {
@@ -422,21 +474,18 @@ def run(
 
 @handles_errors
 def recover(turn_id: str, as_json: bool = JsonOption) -> None:
-    """Validate a failed turn's host recovery record and resume its session (seed 000)."""
-    from turnkeeper.runtime.controller import Controller
+    """Validate a failed turn's host recovery record and resume its session.
+
+    Example:
+
+    \b
+        turnkeeper recover turn-9c1e2d3f4a5b6c7d
+    """
+    from turnkeeper.runtime.operator import recover_turn
 
     with open_project_store() as (_, store):
-        controller = Controller(store)
-        sid = controller.sessions.session_of_turn(turn_id)
-        # Taking the lease is a write: check the record first, so a refused one
-        # (forged, stale, already resolved) leaves the store untouched.
-        controller.recovery.check_failed_turn(sid, turn_id)
-        controller.acquire(sid)
-        try:
-            controller.recovery.resolve_failed_turn(sid, turn_id)
-        finally:
-            controller.release(sid)
-        state = controller.sessions.load(sid)
+        state = recover_turn(store, turn_id)
+    sid = state.session_id
     pending = state.recovery
     nxt = pending.next if pending is not None else None
     if as_json:

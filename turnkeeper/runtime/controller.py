@@ -15,6 +15,7 @@ lease) is dropped from this run, the others go on.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from turnkeeper.runtime.driver import DriverConfig, HostLoader, TurnDriver
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
+from turnkeeper.runtime.run_progress import Reporter, RunMonitor, RunRecord, failure_reason
 from turnkeeper.runtime.scheduler import SessionThreads, TurnSlots
 from turnkeeper.runtime.session_checks import (
     artifact_damage,
@@ -88,6 +90,8 @@ class ControllerConfig:
     close_goal_when_terminal: bool = True
     host_loader: HostLoader = load_host
     turn_limits: TurnLimits = field(default_factory=TurnLimits)
+    # Seconds without any host output before ``run`` warns that the host is silent.
+    silence_warning_seconds: float = 120.0
 
 
 @dataclass
@@ -131,13 +135,17 @@ class Controller:
         config: ControllerConfig | None = None,
         progress: Progress | None = None,
         owner: str | None = None,
+        reporter: Reporter | None = None,
     ):
+        """``progress`` gets each report as a line of text; ``reporter``, when given,
+        gets the structured records instead (runtime/run_progress.py)."""
         self.config = config or ControllerConfig()
         self.sessions = SessionService(store)
         self.goals = GoalService(store)
         self.owner = owner or controller_owner()
         self._tokens: dict[str, LeaseToken] = {}
-        self._progress = progress or (lambda _: None)
+        text_only = progress or (lambda _: None)
+        self._report: Reporter = reporter or (lambda record: text_only(record.text))
         self._stop = threading.Event()
         self._slots = TurnSlots(self.config.max_concurrent, self.config.max_turns, self._stop)
         # Recoveries at once: probes (git, /proc) and commits overlap, bounded.
@@ -150,6 +158,17 @@ class Controller:
         )
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
         self.recovery = SessionRecovery(self.sessions, self.goals, self.driver, self.token)
+        # Running hosts as ``run`` shows them: elapsed time, latest message, silence.
+        self.monitor = RunMonitor(self._report, self.config.silence_warning_seconds)
+        self.driver.watcher = self.monitor
+
+    def _say(
+        self, sid: str, event: str, text: str, *, named: bool = True, **fields: object
+    ) -> None:
+        """Report a step of a session (``event`` names it for programs; ``named``
+        starts the line with the session)."""
+        shown = f"session {sid[:8]}: {text}" if named else text
+        self._report(RunRecord("session", shown, sid, {"event": event, **fields}))
 
     def token(self, session_id: str) -> LeaseToken:
         return self._tokens[session_id]
@@ -190,7 +209,13 @@ class Controller:
                 proof = f"taken over from live {previous}: {take_over_live}"
             elif owner_is_dead(previous):
                 proof = f"process {previous} is gone"
-                self._progress(f"taking over the lease of dead controller {previous}")
+                self._say(
+                    session_id,
+                    "lease_taken_over",
+                    f"taking over the lease of dead controller {previous}",
+                    named=False,
+                    previous_owner=previous,
+                )
             else:
                 raise
             token = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
@@ -289,12 +314,13 @@ class Controller:
             if held.reason != "lease_held":
                 raise
             owner = str(held.details.get("owner", "?"))
-            self._progress(f"session {sid[:8]}: driven by {owner}; left to it")
+            self._say(sid, "lease_held", f"driven by {owner}; left to it", owner=owner)
             summary.stop(sid, "lease_held", owner)
             return False
         report = self.recovery.recover(sid)
         kinds = ", ".join(a.kind for a in report.actions)
-        self._progress(f"session {sid[:8]}: recovered ({kinds})")
+        actions = [a.kind for a in report.actions]
+        self._say(sid, "recovered", f"recovered ({kinds})", actions=actions)
         return True
 
     def _keep_lease_fresh(self, session: SessionState) -> SessionState:
@@ -324,12 +350,12 @@ class Controller:
                 raise
             holder = self.sessions.load(sid).lease.owner or "nobody"
             self._forget(sid)
-            self._progress(f"session {sid[:8]}: lease lost to {holder}; no longer driven here")
+            self._say(sid, "lease_lost", f"lease lost to {holder}; no longer driven here")
             return _Next(stop="lease_lost", reason=f"{lost.reason}: {holder}")
         except FailedPrecondition as changed:
             if changed.reason not in _CHANGED_UNDER_US:
                 raise
-            self._progress(f"session {sid[:8]}: {changed.message}; no longer driven here")
+            self._say(sid, changed.reason, f"{changed.message}; no longer driven here")
             return _Next(stop=changed.reason.removeprefix("session_"), reason=changed.reason)
 
     def _reacquire(self, sid: str) -> bool:
@@ -340,7 +366,7 @@ class Controller:
         except Aborted:
             return False
         self.recovery.recover(sid)
-        self._progress(f"session {sid[:8]}: lease had expired; taken again and recovered")
+        self._say(sid, "lease_reacquired", "lease had expired; taken again and recovered")
         return True
 
     def _step(self, sid: str, summary: RunSummary) -> _Next:
@@ -355,7 +381,12 @@ class Controller:
                 return _Next(not_before=decision.not_before)
             if decision.action == "recover_now" and decision.turn_id is not None:
                 self.recovery.resolve_failed_turn(sid, decision.turn_id)
-                self._progress(f"session {sid[:8]}: resumed after failed turn {decision.turn_id}")
+                self._say(
+                    sid,
+                    "resumed",
+                    f"resumed after failed turn {decision.turn_id}",
+                    turn=decision.turn_id,
+                )
                 return _GO_ON
         damaged = artifact_damage(session)
         if damaged is not None:
@@ -377,27 +408,42 @@ class Controller:
             return self._halt(session, "suspend", pace.reason)
         if pace.action == "wait" and pace.not_before is not None:
             wait_s = (pace.not_before - now).total_seconds()
-            self._progress(f"session {sid[:8]}: backing off {wait_s:.1f}s after a host failure")
+            self._say(
+                sid,
+                "backing_off",
+                f"backing off {wait_s:.1f}s after a host failure",
+                wait_seconds=round(wait_s, 3),
+            )
             return _Next(not_before=pace.not_before)
         if pace.action == "raise_replan":
             self.goals.submit(session.goal_id, no_progress_report(session))
             idle = session.turns_without_progress
-            self._progress(f"session {sid[:8]}: no progress in {idle} turns; replan raised")
+            self._say(sid, "replan_raised", f"no progress in {idle} turns; replan raised")
             plan = plan_next_turn(session, goal_view(self.goals.load(goal.goal.id), sid, now), now)
             if isinstance(plan, Stop):
                 return _Next(stop=self._stopped(sid, plan))
         if not self._slots.take():
             return _Next(stop="signalled" if self._stop.is_set() else "budget")
+        began = time.monotonic()
         try:
-            self._progress(f"session {sid[:8]}: {plan.kind} turn on {plan.todo_id or 'the goal'}")
+            on = plan.todo_id or "the goal"
+            self._say(
+                sid, "turn_planned", f"{plan.kind} turn on {on}", kind=plan.kind, todo=plan.todo_id
+            )
             result = self.driver.run_turn(session, plan)
         finally:
             self._slots.give_back()
+        outcome = result.outcome
         if not result.succeeded:
             summary.count_failure()
-            kind = result.outcome.error_kind.value if result.outcome.error_kind else "?"
-            detail = next(iter((result.outcome.message or "?").splitlines()), "?")[:200]
-            self._progress(f"session {sid[:8]}: turn {result.turn_id} failed ({kind}: {detail})")
+        self.monitor.turn_ended(
+            sid,
+            result.turn_id,
+            succeeded=result.succeeded,
+            error_kind=outcome.error_kind.value if outcome.error_kind else None,
+            reason=None if result.succeeded else failure_reason(outcome),
+            fallback_seconds=time.monotonic() - began,
+        )
         return _GO_ON
 
     # --- stopping a session -------------------------------------------------------------
@@ -409,7 +455,7 @@ class Controller:
         released = release_session_claims(self.goals, session.goal_id, sid)
         freed = f"; released {', '.join(released)}" if released else ""
         status = "crashed" if action == "mark_crashed" else "suspended"
-        self._progress(f"session {sid[:8]}: {status} ({reason}){freed}")
+        self._say(sid, status, f"{status} ({reason}){freed}", reason=reason, released=released)
         return _Next(stop=reason if action == "suspend" else "crashed", reason=reason)
 
     def _stopped(self, sid: str, plan: Stop) -> str:
@@ -424,10 +470,17 @@ class Controller:
                         summary=f"terminal audit passed; closed by session {sid}",
                     ),
                 )
-                self._progress(f"goal {session.goal_id}: terminal audit passed, closed")
+                self._report(
+                    RunRecord(
+                        "session",
+                        f"goal {session.goal_id}: terminal audit passed, closed",
+                        sid,
+                        {"event": "goal_closed", "goal": session.goal_id},
+                    )
+                )
             # The session's work is done: close it so later runs leave it alone.
             self.sessions.execute(
                 sid, SetStatus(lease=self.token(sid), action="close", reason="goal closed")
             )
-        self._progress(f"session {sid[:8]}: stopped ({plan.reason}: {plan.message})")
+        self._say(sid, "stopped", f"stopped ({plan.reason}: {plan.message})", reason=plan.reason)
         return plan.reason

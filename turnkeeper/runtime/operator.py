@@ -106,3 +106,18 @@ class OperatorActions:
         token = self._controller.token(sid)
         done = self._sessions.execute(sid, SetStatus(lease=token, action=action, reason=reason))
         return done.state if done.state is not None else self._sessions.load(sid)
+
+
+def recover_turn(store: EventStore, turn_id: str) -> SessionState:
+    """``turnkeeper recover TURN``: validate a failed turn's host recovery record and
+    resume its session; a refused record (forged, stale, resolved) writes nothing."""
+    controller = Controller(store)
+    sid = controller.sessions.session_of_turn(turn_id)
+    # Taking the lease is a write: the record is checked first.
+    controller.recovery.check_failed_turn(sid, turn_id)
+    controller.acquire(sid)
+    try:
+        controller.recovery.resolve_failed_turn(sid, turn_id)
+    finally:
+        controller.release(sid)
+    return controller.sessions.load(sid)

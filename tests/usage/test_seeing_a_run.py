@@ -1,0 +1,161 @@
+"""Seeing a run as a user does: ``logs -f``, ``turn list|show``, ``run``'s progress.
+
+* an agent prints a line, thinks for three seconds, prints another: ``logs -f``
+  shows the first line while the turn is still running, and ends by itself when
+  the run does;
+* a failed turn names its real reason in ``turn show`` and in ``run``'s line, not
+  only its error kind (a scripted agent with no matching turn; a command that says
+  why on stderr and exits 3);
+* ``run --json`` with several sessions at once: every line is one JSON object, with
+  a record per turn phase and agent message, a ``host_silent`` warning, and the
+  summary last;
+* turn ids resolve from a unique prefix; an ambiguous or unknown one is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.usage.project import UserProject, wait_for
+
+RESULT = json.dumps({"kind": "result", "data": {"summary": "done", "todo_done": True}})
+
+
+def _message(text: str) -> str:
+    return json.dumps({"kind": "message", "data": {"text": text}})
+
+
+def _session(project: UserProject, goal: str, todos: list[str], config: dict[str, Any]) -> str:
+    project.tk("goal", "add", f"goal {goal}", "--id", goal)
+    for todo in todos:
+        project.tk("todo", "add", goal, f"do {todo}", "--id", todo)
+    created = project.tk_json(
+        "session", "create", goal, "--host", config.pop("host", "subprocess"),
+        "--host-config", project.host_config(f"host-{goal}", config), "--workspace", ".",
+    )  # fmt: skip
+    return str(created["session_id"])
+
+
+def _thinking_agent(project: UserProject, name: str, seconds: float = 3.0) -> str:
+    """Prints a line, thinks ``seconds`` — and on until ``<name>.go`` exists, when a test
+    made one (at most a minute): a slow machine cannot end the turn before the test
+    has looked — then prints another line and its result."""
+    go = project.root.parent / f"{name}.go"
+    script = f"""#!/bin/sh
+echo '{_message(f"{name}: first line")}'
+sleep {seconds}
+if [ -e '{go}.wanted' ]; then
+  n=0; while [ ! -e '{go}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+fi
+echo '{_message(f"{name}: second line")}'
+echo '{RESULT}'
+"""
+    return str(project.agent(name, script))
+
+
+def test_logs_follow_shows_a_line_while_the_turn_still_runs(user_project: UserProject) -> None:
+    agent = _thinking_agent(user_project, "thinker")
+    go = user_project.root.parent / "thinker.go"
+    go.with_name("thinker.go.wanted").touch()
+    sid = _session(user_project, "g", ["t1"], {"command": [agent], "event_format": "jsonl"})
+    run = user_project.start("run", "--json")
+    wait_for(
+        lambda: user_project.tk_json("session", "show", sid)["in_flight"] is not None,
+        timeout=60,
+        what="the turn in flight",
+    )
+    follow = user_project.start("logs", sid[:8], "-f")
+    wait_for(lambda: "thinker: first line" in follow.stdout(), timeout=30, what="the first line")
+    # The line is on screen while its turn is still running: not completed, no result.
+    turns = user_project.tk_json("turn", "list", sid)["turns"]
+    assert [t["outcome"] for t in turns] == ["in_flight"], turns
+    assert "thinker: second line" not in follow.stdout()
+    assert run.proc.poll() is None
+
+    go.touch()  # the agent goes on: its second line, its result
+    assert run.wait() == 0, run.output()
+    # The session is no longer driven: the follow ends by itself, with every line.
+    assert follow.wait(timeout=30) == 0, follow.output()
+    shown = follow.stdout()
+    assert shown.index("thinker: first line") < shown.index("thinker: second line"), shown
+    assert turns[0]["turn_id"] in shown
+    # Everything again, as JSON lines, and from a position on.
+    lines = [json.loads(ln) for ln in user_project.tk("logs", sid, "--json").stdout.splitlines()]
+    assert [e["kind"] for e in lines] == ["message", "message", "result"], lines
+    after = lines[0]["stream_seq"]
+    later = user_project.tk("logs", sid, "--json", "--since", str(after)).stdout.splitlines()
+    assert [json.loads(ln)["data"].get("text") for ln in later] == ["thinker: second line", None]
+
+
+def test_a_failed_turn_names_its_real_reason(user_project: UserProject) -> None:
+    # A scripted agent whose script has no turn for this todo fails it (exit code 2).
+    scripted = _session(user_project, "s", ["t1"], {"host": "scripted", "script": {"turns": []}})
+    done = user_project.tk("run", "--session", scripted, "--max-turns", "1")
+    assert "no scripted turn matches" in done.stdout, done.stdout
+
+    turns = user_project.tk_json("turn", "list", scripted)["turns"]
+    assert [(t["outcome"], t["error_kind"]) for t in turns] == [("failed", "exit_code")], turns
+    turn_id = turns[0]["turn_id"]
+    assert "no scripted turn matches" in turns[0]["reason"]
+    shown = user_project.tk("turn", "show", turn_id[: len("turn-") + 6]).stdout
+    assert "no scripted turn matches turn" in shown, shown
+    assert "exit_code" in shown and "Receipt" in shown and "accepted" in shown
+    detail = user_project.tk_json("turn", "show", turn_id)
+    assert detail["receipt"]["outcome"] == "failure"
+    assert "no scripted turn matches" in detail["receipt"]["message"]
+    steps = [step["phase"] for step in detail["phases"]]
+    assert steps == ["accepted", "host_started", "receipt", "failed"], detail["phases"]
+    assert detail["envelope"]["instructions"]  # what the agent was asked
+
+    # A command that says why on stderr (and its progress on stdout), then exits 3.
+    script = "#!/bin/sh\necho 'checking the database'\necho 'database is locked' >&2\nexit 3\n"
+    failing = user_project.agent("failing", script)
+    plain = _session(user_project, "p", ["p1"], {"command": [str(failing)]})
+    done = user_project.tk("run", "--session", plain, "--max-turns", "1", "--json")
+    failed = [r for r in map(json.loads, done.stdout.splitlines()) if r.get("phase") == "failed"]
+    assert len(failed) == 1, done.stdout
+    assert failed[0]["error_kind"] == "exit_code"
+    assert "database is locked" in failed[0]["reason"], failed
+    assert "database is locked" in failed[0]["progress"]
+    shown = user_project.tk("turn", "show", failed[0]["turn"]).stdout
+    assert "host exited with code 3" in shown and "checking the database" in shown, shown
+
+
+def test_run_json_lines_all_parse_with_sessions_at_once(user_project: UserProject) -> None:
+    names = ["a", "b", "c"]
+    sids = {}
+    for name in names:
+        agent = _thinking_agent(user_project, f"agent-{name}", 1.5)
+        config = {"command": [agent], "event_format": "jsonl"}
+        sids[name] = _session(user_project, name, [f"{name}1"], config)
+    done = user_project.tk("run", "--json", "--silence-warning", "0.5", timeout=120)
+
+    records = [json.loads(line) for line in done.stdout.splitlines()]  # every line parses
+    summary = records[-1]
+    assert summary["stops"] == {sid: "goal_terminal" for sid in sids.values()}, summary
+    progress = records[:-1]
+    assert all(isinstance(r["progress"], str) and "record" in r for r in progress), progress
+    for name, sid in sids.items():
+        mine = [r for r in progress if r.get("session") == sid]
+        phases = [r["phase"] for r in mine if r["record"] == "turn"]
+        assert phases == ["started", "completed"], mine
+        completed = next(r for r in mine if r.get("phase") == "completed")
+        assert completed["elapsed_seconds"] >= 1.0 and completed["todo"] == f"{name}1"
+        messages = [r["text"] for r in mine if r["record"] == "message"]
+        assert messages == [f"agent-{name}: first line", f"agent-{name}: second line"], mine
+        silent = [r for r in mine if r["record"] == "host_silent"]
+        assert silent and silent[0]["silent_seconds"] >= 0.5, mine
+        assert silent[0]["progress"].startswith(f"{name}1: no output from the host for ")
+        assert {r["record"] for r in mine} <= {"session", "turn", "message", "host_silent"}
+
+    # Turn ids from a prefix: unique resolves, shared is ambiguous, none is not found.
+    turn_ids = sorted(r["turn"] for r in progress if r.get("phase") == "completed")
+    shown = user_project.tk_json("turn", "show", turn_ids[0][:-2])
+    assert shown["turn_id"] == turn_ids[0]
+    refused = user_project.tk("turn", "show", "turn-", "--json", expect=3)
+    error = json.loads(refused.stdout)["error"]
+    assert (error["code"], error["reason"]) == ("INVALID_ARGUMENT", "ambiguous_id"), error
+    assert sorted(error["details"]["candidates"]) == turn_ids
+    missing = user_project.tk("turn", "show", "turn-nosuchturn", expect=4)
+    assert "NOT_FOUND" in missing.stderr and "turn_not_found" in missing.stderr

@@ -1,0 +1,125 @@
+"""How ``run`` shows what it does: a live table on a terminal, lines otherwise, and one
+JSON object per line with ``--json`` (runtime/run_progress.py makes the records).
+
+Records come from every session's thread at once: one lock makes each line whole.
+A ticker thread, alive exactly as long as the run, looks for silent hosts every
+second (and redraws the live table); it is stopped and joined when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, Literal
+
+from rich.live import Live
+from rich.table import Table
+
+from turnkeeper.cli.output import console, safe
+from turnkeeper.runtime.run_progress import RunRecord, duration
+
+if TYPE_CHECKING:
+    from turnkeeper.runtime.run_progress import RunMonitor
+
+Mode = Literal["json", "live", "lines"]
+# How often silent hosts are looked for, at most (a shorter silence limit looks
+# more often).
+TICK_SECONDS: Final = 1.0
+_JOIN_SECONDS: Final = 5.0
+
+
+def pick_mode(as_json: bool) -> Mode:
+    if as_json:
+        return "json"
+    return "live" if console.is_terminal and sys.stdout.isatty() else "lines"
+
+
+class RunDisplay:
+    def __init__(self, mode: Mode, silence_seconds: float) -> None:
+        self.mode = mode
+        self._silence = silence_seconds
+        self._lock = threading.Lock()
+        self._monitor: RunMonitor | None = None
+        self._live: Live | None = None
+
+    # --- records -------------------------------------------------------------------------
+
+    def report(self, record: RunRecord) -> None:
+        """Show one record (from any thread)."""
+        with self._lock:
+            if self.mode == "json":
+                sys.stdout.write(json.dumps(record.as_json(), default=str) + "\n")
+                sys.stdout.flush()
+            elif self.mode == "live" and record.record == "message":
+                pass  # the live table shows each session's latest message
+            else:
+                console.print(f"[dim]>[/] {safe(record.text)}")
+
+    def note(self, text: str) -> None:
+        """A line that is no session's (what a first Ctrl-C waits for)."""
+        self.report(RunRecord("note", text))
+
+    # --- the live table and the ticker ------------------------------------------------------
+
+    @contextmanager
+    def showing(self, monitor: RunMonitor) -> Iterator[None]:
+        """Look for silent hosts (and, on a terminal, draw the running hosts) while the
+        body runs."""
+        self._monitor = monitor
+        stop = threading.Event()
+        live = None
+        if self.mode == "live":
+            live = Live(
+                get_renderable=self._table,
+                console=console,
+                refresh_per_second=2,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            live.start()
+        self._live = live
+        ticker = threading.Thread(target=self._tick, args=(stop,), name="run-display", daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join(_JOIN_SECONDS)
+            if live is not None:
+                live.stop()
+            self._live = None
+
+    def _tick(self, stop: threading.Event) -> None:
+        interval = min(TICK_SECONDS, max(self._silence / 4, 0.05))
+        monitor = self._monitor
+        # Ends when the run does (``stop`` is set on the way out of ``showing``).
+        while not stop.wait(interval):
+            if monitor is not None:
+                monitor.check_silence()
+
+    def _table(self) -> Table:
+        table = Table(box=None, show_header=True, header_style="bold", expand=False)
+        for column in ("session", "todo", "turn", "elapsed", "events"):
+            table.add_column(column, overflow="ellipsis", no_wrap=True, min_width=len(column))
+        # The message takes what the other columns leave.
+        table.add_column("latest message", overflow="ellipsis", no_wrap=True, ratio=1)
+        monitor = self._monitor
+        running = monitor.running() if monitor is not None else []
+        now = time.monotonic()
+        for turn in running:
+            table.add_row(
+                safe(turn.session_id[:8]),
+                safe(turn.label),
+                safe(f"{turn.kind} {turn.turn_id}"),
+                duration(turn.elapsed(now)),
+                str(turn.events),
+                safe(" ".join((turn.message or "-").split())[:120]),
+            )
+        if not running:
+            table.add_row("-", "-", "no host running", "-", "-", "-")
+        return table

@@ -1,0 +1,71 @@
+"""Creating a session, with every refusal made before anything is written.
+
+A session that cannot load its host would fail every turn it is given, and one whose
+workspace cannot be snapshotted would complete every turn unsnapshotted with nothing
+saying so: both are refused here, as ``turnkeeper session create`` refuses them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from turnkeeper.effects import split_host_config
+from turnkeeper.errors import FailedPrecondition, InvalidArgument
+from turnkeeper.hosts import load_host
+from turnkeeper.kernel.session import SessionState
+from turnkeeper.runtime.driver import HostLoader
+from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.request_ids import check_request_id
+from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.snapshots import is_repository, submodule_refusal
+from turnkeeper.store.base import EventStore
+
+
+def check_workspace(workspace: Path, *, snapshots: bool) -> None:
+    """A directory; with snapshots, the top of a git repository without submodules."""
+    if not workspace.is_dir():
+        raise InvalidArgument(f"workspace {workspace} is not a directory", reason="no_workspace")
+    if not snapshots:
+        return
+    if not is_repository(workspace):
+        raise FailedPrecondition(
+            f"workspace {workspace} is not the top of a git repository: make it one "
+            f"(`git init {workspace}`), or create the session without snapshots (--no-snapshots)",
+            reason="workspace_not_git",
+            details={"workspace": str(workspace)},
+        )
+    refusal = submodule_refusal(workspace)
+    if refusal is not None:
+        raise FailedPrecondition(
+            f"workspace {workspace} cannot be snapshotted: {refusal}, and a snapshot "
+            "holds a submodule as one commit id, so a revert could not bring back what "
+            "an agent changed inside it. Use a repository without submodules, or create "
+            "the session without snapshots (--no-snapshots)",
+            reason="workspace_has_submodules",
+            details={"workspace": str(workspace)},
+        )
+
+
+def create_session(
+    store: EventStore,
+    goal_id: str,
+    workspace: Path,
+    host: str,
+    host_config: dict[str, Any],
+    *,
+    request_id: str,
+    snapshots: bool = True,
+    host_loader: HostLoader = load_host,
+) -> SessionState:
+    """Check everything, then create the session under ``request_id`` (a retry with the
+    same id and arguments returns the same session)."""
+    check_request_id(request_id)
+    check_workspace(workspace, snapshots=snapshots)
+    # Loaded as the driver loads it: an unknown kind or a config the host rejects is
+    # refused now, not at the first turn.
+    host_loader(host, split_host_config(host_config))
+    GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
+    return SessionService(store).create(
+        goal_id, workspace, host, host_config, request_id=request_id, snapshots=snapshots
+    )
