@@ -139,6 +139,7 @@ def test_closing_with_open_work_names_blockers(project: Path, tk: Invoke) -> Non
 def test_done_without_required_evidence_is_refused(project: Path, tk: Invoke) -> None:
     _goal_with_todo(tk, "--requires-evidence", "unit")
     run_json(tk, "todo", "claim", "t1")
+    # A failing command is recorded, and the record command exits 1 to say it failed.
     failing = run_json(
         tk,
         "evidence",
@@ -150,6 +151,7 @@ def test_done_without_required_evidence_is_refused(project: Path, tk: Invoke) ->
         sys.executable,
         "-c",
         "raise SystemExit(3)",
+        expect=1,
     )
     assert failing["evidence"]["exit_code"] == 3
     before = durable_digest(project)

@@ -1,27 +1,30 @@
-"""``turnkeeper goal ...`` and ``turnkeeper todo ...``."""
+"""``turnkeeper goal ...``: goals, their acceptance criteria and their closure.
+
+The todo commands live in :mod:`turnkeeper.cli.todos`; ``todo_app`` is re-exported
+here, where the command line is assembled from.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 import typer
 
-from turnkeeper.cli.arguments import CLAIM_LEASE_MAX_SECONDS, check_seconds
-from turnkeeper.cli.context import JsonOption, default_owner, goal_service, handles_errors
-from turnkeeper.cli.output import console, print_json, safe
+from turnkeeper.cli.context import JsonOption, goal_service, handles_errors
+from turnkeeper.cli.output import print_json, safe
+from turnkeeper.cli.todos import todo_app
+from turnkeeper.cli.writes import QuietOption, check_output_mode, report, written
 
 # The kernel and the runtime are imported by the commands that use them, so that
 # parsing a command line (and ``--help``) does not wait for them.
-if TYPE_CHECKING:
-    from turnkeeper.runtime.goals import Submitted
+
+__all__ = ["CloseReason", "goal_app", "todo_app"]
 
 
 class CloseReason(StrEnum):
-    """``goal close --reason``: the kernel's ``NoFollowUpReason``, spelled out here so
-    that building the command line does not import the kernel (a test keeps the two
-    equal)."""
+    """``--reason`` of ``goal close`` and ``goal no-follow-up``: the kernel's
+    ``NoFollowUpReason``, spelled out here so that building the command line does not
+    import the kernel (a test keeps the two equal)."""
 
     ACCEPTANCE_MET = "acceptance_met"
     NO_ACTION_NEEDED = "no_action_needed"
@@ -30,16 +33,13 @@ class CloseReason(StrEnum):
     OUT_OF_SCOPE = "out_of_scope"
 
 
-goal_app = typer.Typer(help="Goals: objectives with acceptance criteria.", no_args_is_help=True)
-todo_app = typer.Typer(help="Todos: units of work with claims and evidence.", no_args_is_help=True)
+goal_app = typer.Typer(
+    help="Goals: objectives with acceptance criteria. Every id may be shortened to a "
+    "unique prefix.",
+    no_args_is_help=True,
+)
 
-
-def _report(done: Submitted, as_json: bool, message: str) -> None:
-    """``message`` is Rich markup: the values it names must have gone through ``safe``."""
-    if as_json:
-        print_json({"events": done.events, "head_seq": done.head_seq})
-    else:
-        console.print(message)
+GoalArgument = typer.Argument(..., metavar="GOAL", help="A goal id, or a unique prefix of one.")
 
 
 @goal_app.command("add")
@@ -47,15 +47,25 @@ def _report(done: Submitted, as_json: bool, message: str) -> None:
 def goal_add(
     title: str,
     objective: str = typer.Option("", help="What the goal is for."),
-    criterion: list[str] = typer.Option([], "--criterion", "-c", help="An acceptance criterion."),
+    criterion: list[str] = typer.Option(
+        [], "--criterion", "-c", help="An acceptance criterion (ids c1, c2, ... in order)."
+    ),
     vision_agent: list[str] = typer.Option([], help="An agent that must keep a vision checkpoint."),
     goal_id: str | None = typer.Option(None, "--id", help="Choose the id (default: generated)."),
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
 ) -> None:
-    """Create a goal."""
+    """Create a goal with its acceptance criteria.
+
+    Example:
+
+    \b
+        GOAL=$(turnkeeper goal add "Ship the parser" -c "all parser tests pass" -q)
+    """
     from turnkeeper.kernel.proposals import CreateGoal, CriterionSpec, checked_input
     from turnkeeper.runtime.goals import new_id
 
+    check_output_mode(as_json, quiet)
     # Only an absent --id is generated: an empty one is refused like any other bad id.
     gid = new_id("goal") if goal_id is None else goal_id
     with checked_input():
@@ -68,26 +78,36 @@ def goal_add(
         )
     with goal_service() as goals:
         done = goals.create(proposal)
-    _report(done, as_json, f"created goal [bold]{safe(gid)}[/]")
+    answer = written("goal", gid, done.state.goal, done)
+    report(answer, as_json=as_json, quiet=quiet, message=f"created goal [bold]{safe(gid)}[/]")
 
 
 @goal_app.command("show")
 @handles_errors
 def goal_show(
-    goal_id: str,
+    goal_id: str = GoalArgument,
     history: int = typer.Option(20, help="How many recent events to show."),
     as_json: bool = JsonOption,
 ) -> None:
-    """A goal with its todos, gates, monitors, evidence, audit and recent history."""
+    """A goal: criteria with their ids, todos, gates, monitors, evidence, audit.
+
+    Ends with the goal's recent history (--history events).
+
+    Example:
+
+    \b
+        turnkeeper goal show goal-3f9c
+    """
     from turnkeeper.cli.render import render_goal
 
     with goal_service() as goals:
-        state = goals.load(goal_id)
-        audit = goals.audit(goal_id)
-        records = goals.history(goal_id)
+        gid = goals.resolve("goal", goal_id)
+        state = goals.load(gid)
+        audit = goals.audit(gid)
+        records = goals.history(gid)
     recent = records[-history:] if history > 0 else []
     if as_json:
-        print_json({"state": state, "audit": audit, "history": recent})
+        print_json({"id": gid, "state": state, "audit": audit, "history": recent})
     else:
         render_goal(state, audit, recent)
 
@@ -95,7 +115,13 @@ def goal_show(
 @goal_app.command("list")
 @handles_errors
 def goal_list(as_json: bool = JsonOption) -> None:
-    """Every goal with its status and how much is left."""
+    """Every goal with its status and how much is left.
+
+    Example:
+
+    \b
+        turnkeeper goal list --json
+    """
     from turnkeeper.cli.render import render_goal_list
 
     with goal_service() as goals:
@@ -106,173 +132,143 @@ def goal_list(as_json: bool = JsonOption) -> None:
         render_goal_list(rows)
 
 
+@goal_app.command("criterion-met")
+@handles_errors
+def goal_criterion_met(
+    goal_id: str = GoalArgument,
+    criterion: str = typer.Argument(
+        ..., metavar="CRITERION", help="A criterion id as `goal show` lists it (c1, ...)."
+    ),
+    evidence: list[str] = typer.Option(
+        [], "--evidence", metavar="EV", help="Passing, fresh evidence that shows it (repeatable)."
+    ),
+    revision: str = typer.Option("", help="Require evidence from this git revision."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Mark an acceptance criterion met, shown by passing, fresh evidence.
+
+    Example:
+
+    \b
+        turnkeeper goal criterion-met "$GOAL" c1 --evidence "$EV"
+    """
+    from turnkeeper.kernel.proposals import SatisfyCriterion, checked_input
+    from turnkeeper.runtime.goals import id_in_goal
+
+    with goal_service() as goals:
+        gid = goals.resolve("goal", goal_id)
+        state = goals.load(gid)
+        cid = id_in_goal(state, "criterion", criterion)
+        evidence_ids = [id_in_goal(state, "evidence", e) for e in evidence]
+        with checked_input():
+            proposal = SatisfyCriterion(
+                criterion_id=cid, evidence_ids=evidence_ids, current_revision=revision or None
+            )
+        done = goals.submit(gid, proposal)
+    met = next(c for c in done.state.goal.criteria if c.id == cid)
+    answer = written("criterion", cid, met, done)
+    shown = ", ".join(safe(e) for e in evidence_ids)
+    report(
+        answer,
+        as_json=as_json,
+        quiet=False,
+        message=f"criterion [bold]{safe(cid)}[/] met: {safe(met.text)} (evidence {shown})",
+    )
+
+
+@goal_app.command("no-follow-up")
+@handles_errors
+def goal_no_follow_up(
+    goal_id: str = GoalArgument,
+    summary: str = typer.Option(..., help="Why nothing more needs doing."),
+    reason: CloseReason = typer.Option(
+        CloseReason.ACCEPTANCE_MET.value, help="The kind of reason."
+    ),
+    discharges: list[str] = typer.Option(
+        [],
+        "--discharges",
+        metavar="OBLIGATION",
+        help="A replan obligation this settles (repeatable; default: every open one).",
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """Record that no follow-up work is needed, discharging replan obligations.
+
+    When every todo is finished while a criterion is still unmet, the goal
+    raises a frontier_exhausted replan obligation, and `goal close` is refused
+    until it is discharged. Once the criteria are met, this records why no
+    more work follows. Without --discharges it discharges every open replan
+    obligation of the goal (`goal show` lists them); name some to discharge
+    only those.
+
+    Example:
+
+    \b
+        turnkeeper goal no-follow-up "$GOAL" --summary "nothing more to do"
+    """
+    from turnkeeper.errors import FailedPrecondition
+    from turnkeeper.kernel.events import ObligationDischarged
+    from turnkeeper.kernel.model import GoalState, NoFollowUpReason
+    from turnkeeper.kernel.proposals import RecordNoFollowUp, checked_input
+    from turnkeeper.runtime.goals import id_in_goal
+
+    def build(state: GoalState) -> RecordNoFollowUp:
+        # Built on the state the write decides on, so "every open one" is exactly
+        # what is open when the record lands.
+        if discharges:
+            ids = [id_in_goal(state, "obligation", d) for d in discharges]
+        else:
+            ids = [o.id for o in state.open_obligations()]
+            if not ids:
+                raise FailedPrecondition(
+                    f"goal {state.goal.id!r} has no open replan obligation to discharge",
+                    reason="no_open_obligation",
+                    details={"goal_id": state.goal.id},
+                )
+        with checked_input():
+            return RecordNoFollowUp(
+                reason=NoFollowUpReason(reason.value), summary=summary, discharges=ids
+            )
+
+    with goal_service() as goals:
+        gid = goals.resolve("goal", goal_id)
+        done = goals.submit_built(gid, build)
+    discharged = [e.obligation_id for e in done.events if isinstance(e, ObligationDischarged)]
+    answer = written("no_follow_up", gid, done.state.no_follow_ups[-1], done, discharged=discharged)
+    report(
+        answer,
+        as_json=as_json,
+        quiet=False,
+        message=f"no follow-up ({reason.value}) recorded on [bold]{safe(gid)}[/]; "
+        f"discharged {safe(', '.join(discharged))}",
+    )
+
+
 @goal_app.command("close")
 @handles_errors
 def goal_close(
-    goal_id: str,
+    goal_id: str = GoalArgument,
     summary: str = typer.Option(..., help="What was achieved."),
     reason: CloseReason = typer.Option(
         CloseReason.ACCEPTANCE_MET.value, help="Why no follow-up is needed."
     ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Close a goal; refused, naming each blocker, unless the terminal audit passes."""
+    """Close a goal; refused, naming each blocker, unless the terminal audit passes.
+
+    Example:
+
+    \b
+        turnkeeper audit "$GOAL"
+        turnkeeper goal close "$GOAL" --summary "parser shipped"
+    """
     from turnkeeper.kernel.model import NoFollowUpReason
     from turnkeeper.kernel.proposals import CloseGoal, checked_input
 
     with checked_input():
         proposal = CloseGoal(reason=NoFollowUpReason(reason.value), summary=summary)
     with goal_service() as goals:
-        done = goals.submit(goal_id, proposal)
-    _report(done, as_json, f"closed goal [bold]{safe(goal_id)}[/]")
-
-
-@todo_app.command("add")
-@handles_errors
-def todo_add(
-    goal_id: str,
-    title: str,
-    depends_on: list[str] = typer.Option([], help="A todo that must be done first."),
-    requires_evidence: list[str] = typer.Option([], help="An evidence key needed to finish."),
-    successor_required: bool = typer.Option(False, help="Finishing it needs a follow-up todo."),
-    successor_of: str = typer.Option("", help="The todo this one follows up."),
-    todo_id: str | None = typer.Option(None, "--id", help="Choose the id (default: generated)."),
-    as_json: bool = JsonOption,
-) -> None:
-    """Add a todo to a goal."""
-    from turnkeeper.kernel.proposals import AddTodo, TodoSpec, checked_input
-    from turnkeeper.runtime.goals import new_id
-
-    tid = new_id("todo") if todo_id is None else todo_id
-    with checked_input():
-        spec = TodoSpec(
-            todo_id=tid,
-            title=title,
-            depends_on=depends_on,
-            required_evidence=requires_evidence,
-            successor_required=successor_required,
-        )
-        proposal = AddTodo(todo=spec, successor_of=successor_of or None)
-    with goal_service() as goals:
-        done = goals.submit(goal_id, proposal)
-    _report(done, as_json, f"added todo [bold]{safe(tid)}[/]")
-
-
-@todo_app.command("claim")
-@handles_errors
-def todo_claim(
-    todo_id: str,
-    owner: str = typer.Option("", help="Who claims it (default: user@host)."),
-    lease: int = typer.Option(900, help="Lease length in seconds."),
-    as_json: bool = JsonOption,
-) -> None:
-    """Claim a todo under a lease; prints the claim's epoch for later writes."""
-    from turnkeeper.kernel.proposals import ClaimTodo, checked_input
-    from turnkeeper.runtime.goals import utc_now
-
-    check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
-    who = owner or default_owner()
-    with goal_service() as goals:
-        gid = goals.goal_of(todo_id, "todo")
-        until = utc_now() + timedelta(seconds=lease)
-        with checked_input():
-            proposal = ClaimTodo(todo_id=todo_id, owner=who, lease_expires_at=until)
+        gid = goals.resolve("goal", goal_id)
         done = goals.submit(gid, proposal)
-    claim = done.state.todos[todo_id].claim
-    epoch = claim.epoch if claim else 0
-    if as_json:
-        print_json({"todo_id": todo_id, "owner": who, "epoch": epoch, "events": done.events})
-    else:
-        console.print(f"claimed [bold]{safe(todo_id)}[/] as {safe(who)}, epoch [bold]{epoch}[/]")
-
-
-@todo_app.command("renew")
-@handles_errors
-def todo_renew(
-    todo_id: str,
-    epoch: int = typer.Option(..., help="The epoch your claim was given."),
-    owner: str = typer.Option("", help="Who holds the claim (default: user@host)."),
-    lease: int = typer.Option(900, help="New lease length in seconds from now."),
-    as_json: bool = JsonOption,
-) -> None:
-    """Extend your claim's lease."""
-    from turnkeeper.kernel.proposals import Fence, RenewClaim, checked_input
-    from turnkeeper.runtime.goals import utc_now
-
-    check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
-    with checked_input():
-        fence = Fence(owner=owner or default_owner(), epoch=epoch)
-    with goal_service() as goals:
-        gid = goals.goal_of(todo_id, "todo")
-        until = utc_now() + timedelta(seconds=lease)
-        with checked_input():
-            proposal = RenewClaim(todo_id=todo_id, fence=fence, lease_expires_at=until)
-        done = goals.submit(gid, proposal)
-    _report(done, as_json, f"renewed {safe(todo_id)} until {until:%H:%M:%S}")
-
-
-@todo_app.command("release")
-@handles_errors
-def todo_release(
-    todo_id: str,
-    epoch: int = typer.Option(..., help="The epoch your claim was given."),
-    owner: str = typer.Option("", help="Who holds the claim (default: user@host)."),
-    as_json: bool = JsonOption,
-) -> None:
-    """Give a claimed todo back."""
-    from turnkeeper.kernel.proposals import Fence, ReleaseClaim, checked_input
-
-    with checked_input():
-        proposal = ReleaseClaim(
-            todo_id=todo_id, fence=Fence(owner=owner or default_owner(), epoch=epoch)
-        )
-    with goal_service() as goals:
-        done = goals.submit(goals.goal_of(todo_id, "todo"), proposal)
-    _report(done, as_json, f"released {safe(todo_id)}")
-
-
-@todo_app.command("done")
-@handles_errors
-def todo_done(
-    todo_id: str,
-    epoch: int = typer.Option(..., help="The epoch your claim was given."),
-    evidence: list[str] = typer.Option([], help="An evidence id proving the work."),
-    owner: str = typer.Option("", help="Who holds the claim (default: user@host)."),
-    revision: str = typer.Option("", help="Require evidence from this git revision."),
-    as_json: bool = JsonOption,
-) -> None:
-    """Finish a claimed todo; its required evidence must pass and be fresh."""
-    from turnkeeper.kernel.proposals import CompleteTodo, Fence, checked_input
-
-    with checked_input():
-        fence = Fence(owner=owner or default_owner(), epoch=epoch)
-        proposal = CompleteTodo(
-            todo_id=todo_id, fence=fence, evidence_ids=evidence, current_revision=revision or None
-        )
-    with goal_service() as goals:
-        done = goals.submit(goals.goal_of(todo_id, "todo"), proposal)
-    _report(done, as_json, f"done: [bold]{safe(todo_id)}[/]")
-
-
-@todo_app.command("supersede")
-@handles_errors
-def todo_supersede(
-    todo_id: str,
-    reason: str = typer.Option(..., help="Why the todo is replaced."),
-    successor: str = typer.Option("", help="Title of a successor todo to create."),
-    epoch: int = typer.Option(0, help="Your claim's epoch, when the todo is claimed."),
-    owner: str = typer.Option("", help="Who holds the claim (default: user@host)."),
-    as_json: bool = JsonOption,
-) -> None:
-    """Replace a todo, optionally by a successor."""
-    from turnkeeper.kernel.proposals import Fence, SupersedeTodo, TodoSpec, checked_input
-    from turnkeeper.runtime.goals import new_id
-
-    with checked_input():
-        fence = Fence(owner=owner or default_owner(), epoch=epoch) if epoch else None
-        spec = TodoSpec(todo_id=new_id("todo"), title=successor) if successor else None
-        proposal = SupersedeTodo(todo_id=todo_id, reason=reason, fence=fence, successor=spec)
-    with goal_service() as goals:
-        done = goals.submit(goals.goal_of(todo_id, "todo"), proposal)
-    extra = f", successor [bold]{safe(spec.todo_id)}[/]" if spec else ""
-    _report(done, as_json, f"superseded {safe(todo_id)}{extra}")
+    answer = written("goal", gid, done.state.goal, done)
+    report(answer, as_json=as_json, quiet=False, message=f"closed goal [bold]{safe(gid)}[/]")

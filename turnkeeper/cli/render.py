@@ -22,12 +22,12 @@ _STATUS_STYLE = {
 }
 
 
-def _styled(value: str) -> str:
+def styled(value: str) -> str:
     style = _STATUS_STYLE.get(value, "white")
     return f"[{style}]{safe(value)}[/]"
 
 
-def _when(moment: datetime | None) -> str:
+def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
@@ -36,28 +36,36 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
     # Every value below came from a user, an agent or the database: ``safe`` shows its
     # control characters as escapes and its markup as typed.
     console.print(
-        f"[bold]{safe(goal.title)}[/]  [dim]{safe(goal.id)}[/]  {_styled(goal.status.value)}"
+        f"[bold]{safe(goal.title)}[/]  [dim]{safe(goal.id)}[/]  {styled(goal.status.value)}"
     )
     if goal.objective:
         console.print(f"  {safe(goal.objective, lines=True)}")
     if goal.criteria:
-        console.print("[bold]Acceptance[/]")
+        # Ids first: `goal criterion-met GOAL CRITERION` names a criterion by its id.
+        console.print("[bold]Acceptance[/] (criterion id, met, text)")
         for criterion in goal.criteria:
-            mark = "[green]✓[/]" if criterion.met else "[yellow]·[/]"
-            console.print(f"  {mark} {safe(criterion.text)} [dim]{safe(criterion.id)}[/]")
+            mark = "[green]✓ met[/]" if criterion.met else "[yellow]· unmet[/]"
+            evidence = (
+                f" [dim](evidence {safe(', '.join(criterion.evidence_ids))})[/]"
+                if criterion.evidence_ids
+                else ""
+            )
+            console.print(
+                f"  [bold]{safe(criterion.id)}[/]  {mark}  {safe(criterion.text)}{evidence}"
+            )
     if state.todos:
         table = Table("todo", "title", "status", "claim", "needs evidence", title="Todos")
         for todo in state.todos.values():
             claim = (
                 f"{safe(todo.claim.owner)} e{todo.claim.epoch} "
-                f"until {_when(todo.claim.lease_expires_at)}"
+                f"until {when(todo.claim.lease_expires_at)}"
                 if todo.claim
                 else "-"
             )
             table.add_row(
                 safe(todo.id),
                 safe(todo.title),
-                _styled(todo.status.value),
+                styled(todo.status.value),
                 claim,
                 safe(", ".join(todo.required_evidence)) or "-",
             )
@@ -74,7 +82,7 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
                 safe(gate.id),
                 safe(gate.title),
                 str(gate.blocking),
-                _styled(gate.status.value),
+                styled(gate.status.value),
                 resolution,
             )
         console.print(table)
@@ -82,12 +90,12 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
         table = Table("monitor", "target", "next due", "last readback", "streak", title="Monitors")
         for mon in state.monitors.values():
             last = (
-                f"{safe(repr(mon.last_readback.value))} at {_when(mon.last_readback.at)}"
+                f"{safe(repr(mon.last_readback.value))} at {when(mon.last_readback.at)}"
                 if mon.last_readback
                 else "-"
             )
             table.add_row(
-                safe(mon.id), safe(mon.target), _when(mon.next_due), last, str(mon.no_change_streak)
+                safe(mon.id), safe(mon.target), when(mon.next_due), last, str(mon.no_change_streak)
             )
         console.print(table)
     if state.evidence:
@@ -98,22 +106,25 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
                 safe(ev.key),
                 str(ev.exit_code),
                 safe((ev.revision or "-")[:12]),
-                _when(ev.recorded_at),
+                when(ev.recorded_at),
             )
         console.print(table)
     obligations = state.open_obligations()
     if obligations:
-        console.print("[bold]Open replan obligations[/]")
+        console.print(
+            "[bold]Open replan obligations[/] (settle with a new todo, changed acceptance, "
+            "or `goal no-follow-up`)"
+        )
         for ob in obligations:
             console.print(
-                f"  [red]![/] {ob.trigger.value}: {safe(ob.detail)} [dim]{safe(ob.id)}[/]"
+                f"  [red]![/] [bold]{safe(ob.id)}[/] {ob.trigger.value}: {safe(ob.detail)}"
             )
     render_audit(audit)
     if history:
         console.print(f"[bold]History[/] (last {len(history)} events)")
         for record in history:
             console.print(
-                f"  [dim]#{record.seq:<4} {_when(record.recorded_at)}[/] {safe(record.type)}"
+                f"  [dim]#{record.seq:<4} {when(record.recorded_at)}[/] {safe(record.type)}"
             )
 
 
@@ -143,7 +154,7 @@ def render_goal_list(goals: Sequence[tuple[GoalState, TerminalAudit]]) -> None:
         table.add_row(
             safe(state.goal.id),
             safe(state.goal.title),
-            _styled(state.goal.status.value),
+            styled(state.goal.status.value),
             f"{open_count}/{len(state.todos)}",
             str(len(audit.blockers)),
         )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import shlex
-import subprocess
 from pathlib import Path
 
 import typer
 
+from turnkeeper.cli import work_lists
 from turnkeeper.cli.arguments import COMMAND_TIMEOUT_MAX_SECONDS, check_seconds
 from turnkeeper.cli.context import (
     JsonOption,
@@ -17,49 +16,68 @@ from turnkeeper.cli.context import (
     parse_json_arg,
     parse_json_object,
 )
-from turnkeeper.cli.output import console, print_json, safe, visible
+from turnkeeper.cli.output import console, err_console, safe, visible
+from turnkeeper.cli.writes import QuietOption, check_output_mode, report, written
 from turnkeeper.errors import InvalidArgument
 
 # The kernel and the runtime are imported by the commands that use them, so that
 # parsing a command line (and ``--help``) does not wait for them.
 
+_PREFIXES = " Every id may be shortened to a unique prefix."
 gate_app = typer.Typer(
-    help="Gates: decisions that block work until resolved.", no_args_is_help=True
+    help="Gates: decisions that block work until resolved." + _PREFIXES, no_args_is_help=True
 )
-monitor_app = typer.Typer(help="Monitors: watched external facts.", no_args_is_help=True)
+monitor_app = typer.Typer(
+    help="Monitors: watched external facts." + _PREFIXES, no_args_is_help=True
+)
 evidence_app = typer.Typer(
-    help="Evidence: results bound to command and revision.", no_args_is_help=True
+    help="Evidence: results bound to command and revision." + _PREFIXES, no_args_is_help=True
 )
+GoalArgument = typer.Argument(..., metavar="GOAL", help="A goal id, or a unique prefix of one.")
+
+gate_app.command("list")(work_lists.gate_list)
+evidence_app.command("list")(work_lists.evidence_list)
 
 
 @gate_app.command("open")
 @handles_errors
 def gate_open(
-    goal_id: str,
-    title: str,
+    goal_id: str = GoalArgument,
+    title: str = typer.Argument(..., metavar="TITLE", help="The decision to be made."),
     non_blocking: bool = typer.Option(False, help="Record the decision without blocking work."),
     scope: list[str] = typer.Option([], help="A todo the gate blocks (default: the whole goal)."),
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
 ) -> None:
-    """Open a gate on a goal."""
-    from turnkeeper.kernel.proposals import OpenGate, checked_input
-    from turnkeeper.runtime.goals import new_id
+    """Open a gate: a decision that blocks a goal's work (or some todos) until resolved.
 
-    gid = new_id("gate")
-    with checked_input():
-        proposal = OpenGate(gate_id=gid, title=title, blocking=not non_blocking, scope=scope)
+    Example:
+
+    \b
+        GATE=$(turnkeeper gate open "$GOAL" "Approve it" --scope "$TODO" -q)
+    """
+    from turnkeeper.kernel.proposals import OpenGate, checked_input
+    from turnkeeper.runtime.goals import id_in_goal, new_id
+
+    check_output_mode(as_json, quiet)
+    gate_id = new_id("gate")
     with goal_service() as goals:
-        done = goals.submit(goal_id, proposal)
-    if as_json:
-        print_json({"gate_id": gid, "events": done.events})
-    else:
-        console.print(f"opened gate [bold]{safe(gid)}[/]")
+        gid = goals.resolve("goal", goal_id)
+        state = goals.load(gid)
+        todos = [id_in_goal(state, "todo", t) for t in scope]
+        with checked_input():
+            proposal = OpenGate(
+                gate_id=gate_id, title=title, blocking=not non_blocking, scope=todos
+            )
+        done = goals.submit(gid, proposal)
+    answer = written("gate", gate_id, done.state.gates[gate_id], done, gate_id=gate_id)
+    report(answer, as_json=as_json, quiet=quiet, message=f"opened gate [bold]{safe(gate_id)}[/]")
 
 
 @gate_app.command("resolve")
 @handles_errors
 def gate_resolve(
-    gate_id: str,
+    gate_id: str = typer.Argument(..., metavar="GATE", help="A gate id, or a unique prefix."),
     decision: str = typer.Option(..., help="approved, rejected, or your own word."),
     by: str = typer.Option(..., help="Who decided."),
     payload: str = typer.Option(
@@ -67,35 +85,55 @@ def gate_resolve(
     ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Resolve an open gate."""
+    """Resolve an open gate with a decision.
+
+    Example:
+
+    \b
+        turnkeeper gate resolve "$GATE" --decision approved --by alice
+    """
     from turnkeeper.kernel.proposals import ResolveGate, checked_input
 
     data = parse_json_object("--payload", payload)
-    with checked_input():
-        proposal = ResolveGate(gate_id=gate_id, by=by, decision=decision, payload=data)
     with goal_service() as goals:
-        done = goals.submit(goals.goal_of(gate_id, "gate"), proposal)
-    if as_json:
-        print_json({"gate_id": gate_id, "events": done.events})
-    else:
-        console.print(f"resolved gate [bold]{safe(gate_id)}[/]: {safe(decision)}")
+        gid, full = goals.locate("gate", gate_id)
+        with checked_input():
+            proposal = ResolveGate(gate_id=full, by=by, decision=decision, payload=data)
+        done = goals.submit(gid, proposal)
+    answer = written("gate", full, done.state.gates[full], done, gate_id=full)
+    report(
+        answer,
+        as_json=as_json,
+        quiet=False,
+        message=f"resolved gate [bold]{safe(full)}[/]: {safe(decision)}",
+    )
 
 
 @monitor_app.command("add")
 @handles_errors
 def monitor_add(
-    goal_id: str,
-    target: str,
+    goal_id: str = GoalArgument,
+    target: str = typer.Argument(
+        ..., metavar="TARGET", help="What is watched (a URL, a metric, ...)."
+    ),
     cadence: int = typer.Option(..., help="Seconds between readbacks."),
     stall_limit: int = typer.Option(3, help="Unchanged readbacks before a replan is due."),
     required: bool = typer.Option(False, help="Closing the goal needs a fresh readback."),
     freshness: int = typer.Option(0, help="With --required: how old a readback may be (s)."),
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
 ) -> None:
-    """Watch an external fact."""
+    """Watch an external fact: it is due for a readback every --cadence seconds.
+
+    Example:
+
+    \b
+        MON=$(turnkeeper monitor add "$GOAL" "ci status of main" --cadence 3600 -q)
+    """
     from turnkeeper.kernel.proposals import AddMonitor, checked_input
     from turnkeeper.runtime.goals import new_id
 
+    check_output_mode(as_json, quiet)
     mid = new_id("mon")
     with checked_input():
         proposal = AddMonitor(
@@ -107,37 +145,43 @@ def monitor_add(
             freshness_seconds=freshness or None,
         )
     with goal_service() as goals:
-        done = goals.submit(goal_id, proposal)
-    if as_json:
-        print_json({"monitor_id": mid, "events": done.events})
-    else:
-        console.print(f"added monitor [bold]{safe(mid)}[/] on {safe(target)}")
+        done = goals.submit(goals.resolve("goal", goal_id), proposal)
+    answer = written("monitor", mid, done.state.monitors[mid], done, monitor_id=mid)
+    message = f"added monitor [bold]{safe(mid)}[/] on {safe(target)}"
+    report(answer, as_json=as_json, quiet=quiet, message=message)
 
 
 @monitor_app.command("readback")
 @handles_errors
 def monitor_readback(
-    monitor_id: str,
+    monitor_id: str = typer.Argument(
+        ..., metavar="MONITOR", help="A monitor id, or a unique prefix."
+    ),
     value: str = typer.Option(..., help="The observed value as JSON ('-': stdin, @FILE: a file)."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Record what the monitored fact reads now."""
+    """Record what the monitored fact reads now.
+
+    Example:
+
+    \b
+        turnkeeper monitor readback "$MON" --value '{"state": "green"}'
+    """
     from turnkeeper.kernel.proposals import RecordReadback, checked_input
 
     data = parse_json_arg("--value", value)
-    with checked_input():
-        proposal = RecordReadback(monitor_id=monitor_id, value=data)
     with goal_service() as goals:
-        gid = goals.goal_of(monitor_id, "monitor")
+        gid, mid = goals.locate("monitor", monitor_id)
+        with checked_input():
+            proposal = RecordReadback(monitor_id=mid, value=data)
         done = goals.submit(gid, proposal)
-    monitor = done.state.monitors[monitor_id]
-    if as_json:
-        print_json({"monitor": monitor, "events": done.events})
-    else:
-        console.print(
-            f"readback recorded; next due {monitor.next_due:%H:%M:%S}, "
-            f"unchanged streak {monitor.no_change_streak}"
-        )
+    monitor = done.state.monitors[mid]
+    answer = written("monitor", mid, monitor, done, monitor_id=mid)
+    message = (
+        f"readback recorded; next due {monitor.next_due:%H:%M:%S}, "
+        f"unchanged streak {monitor.no_change_streak}"
+    )
+    report(answer, as_json=as_json, quiet=False, message=message)
 
 
 @evidence_app.command(
@@ -146,59 +190,68 @@ def monitor_readback(
 @handles_errors
 def evidence_record(
     ctx: typer.Context,
-    goal_id: str,
+    goal_id: str = GoalArgument,
     key: str = typer.Option("", help="What the check proves (default: the command text)."),
     freshness: int = typer.Option(3600, help="Seconds the result stays valid."),
     timeout: int = typer.Option(1800, help="Give up on the command after this many seconds."),
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
 ) -> None:
-    """Run a command (after --) and record its result bound to revision and time."""
+    """Run a command (after --) and record its result bound to revision and time.
+
+    The result is recorded whatever the command's exit code; when it
+    failed, this exits 1 afterwards (saying so on stderr), so a script
+    notices.
+
+    Example:
+
+    \b
+        EV=$(turnkeeper evidence record "$GOAL" --key tests -q -- pytest -q)
+    """
     from rich.text import Text
 
-    from turnkeeper.kernel.proposals import RecordEvidence, checked_input
-    from turnkeeper.runtime.goals import new_id
-    from turnkeeper.runtime.workspace import git_revision
+    from turnkeeper.runtime.evidence import record_command_evidence
 
+    check_output_mode(as_json, quiet)
     argv = list(ctx.args)
     if not argv:
         raise InvalidArgument("give the command after --", reason="missing_command")
     check_seconds("--timeout", timeout, COMMAND_TIMEOUT_MAX_SECONDS)
-    cwd = Path.cwd()
-    revision = git_revision(cwd)
-    eid = new_id("ev")
-    # Checked before the command runs: what would be refused after it must not run it.
-    with checked_input():
-        draft = RecordEvidence(
-            evidence_id=eid,
-            command=shlex.join(argv),
-            key=key or None,
-            revision=revision,
-            exit_code=0,
-            freshness_seconds=freshness,
-        )
-    with console.status(f"running {safe(draft.command)}", spinner="dots"):
-        try:
-            proc = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=timeout, check=False)
-            exit_code, output = proc.returncode, proc.stdout + proc.stderr
-        except FileNotFoundError as exc:
-            raise InvalidArgument(
-                f"cannot run {argv[0]!r}: {exc}", reason="command_not_found"
-            ) from exc
-        except subprocess.TimeoutExpired as exc:
-            exit_code, output = 124, (exc.stdout or b"") + (exc.stderr or b"")
-    proposal = draft.model_copy(
-        update={"exit_code": exit_code, "output_digest": hashlib.sha256(output).hexdigest()}
-    )
     with goal_service() as goals:
-        done = goals.submit(goal_id, proposal)
-    if as_json:
-        print_json({"evidence": done.state.evidence[eid], "events": done.events})
-        return
-    style = "green" if exit_code == 0 else "red"
-    tail = output.decode(errors="replace").strip().splitlines()[-5:]
-    for line in tail:  # the command's own output: its escape sequences shown, not run
-        console.print(Text(f"  {visible(line)}", style="dim"))
-    console.print(
-        f"recorded evidence [bold]{safe(eid)}[/]: exit [{style}]{exit_code}[/] "
-        f"at revision {safe((revision or 'none')[:12])}"
+        gid = goals.resolve("goal", goal_id)
+        with console.status(f"running {safe(shlex.join(argv))}", spinner="dots"):
+            recorded = record_command_evidence(
+                goals,
+                gid,
+                argv,
+                cwd=Path.cwd(),
+                key=key,
+                freshness_seconds=freshness,
+                timeout_seconds=timeout,
+            )
+    evidence, done, output = recorded.evidence, recorded.submitted, recorded.output
+    eid, exit_code, revision, timed_out = (
+        evidence.id,
+        evidence.exit_code,
+        evidence.revision,
+        recorded.timed_out,
     )
+    answer = written("evidence", eid, evidence, done, evidence_id=eid, passed=evidence.passed)
+    if not as_json and not quiet:
+        tail = output.decode(errors="replace").strip().splitlines()[-5:]
+        for line in tail:  # the command's own output: its escape sequences shown, not run
+            console.print(Text(f"  {visible(line)}", style="dim"))
+    style = "green" if exit_code == 0 else "red"
+    report(
+        answer,
+        as_json=as_json,
+        quiet=quiet,
+        message=f"recorded evidence [bold]{safe(eid)}[/]: exit [{style}]{exit_code}[/] "
+        f"at revision {safe((revision or 'none')[:12])}",
+    )
+    if exit_code != 0:
+        # Recorded all the same (a failing run is evidence too); the exit status tells a
+        # script that the check did not pass.
+        what = f"timed out after {timeout}s" if timed_out else f"exited {exit_code}"
+        err_console.print(f"recorded {safe(eid)}; the command {what}")
+        raise typer.Exit(1)

@@ -26,6 +26,7 @@ from turnkeeper.kernel import (
 )
 from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.runtime.codec import StreamCodec
+from turnkeeper.runtime.ids import pick_id
 from turnkeeper.runtime.streams import decide_and_append, load_stream
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord, IndexEntry
@@ -48,6 +49,9 @@ _ENTITY_FIELDS: dict[str, tuple[str, str]] = {
     "monitor_added": ("monitor_id", "monitor"),
     "evidence_recorded": ("evidence_id", "evidence"),
 }
+# The kinds of id the store's entity index knows (``GoalService.resolve``); the others
+# live inside one goal (``id_in_goal``).
+INDEXED_KINDS = frozenset(kind for _, kind in _ENTITY_FIELDS.values())
 
 
 def utc_now() -> datetime:
@@ -92,6 +96,29 @@ class GoalService:
         stream_id, _ = found
         return stream_id.removeprefix("goal:")
 
+    # --- ids (a unique prefix will do: turnkeeper.runtime.ids) ---------------
+
+    def resolve(self, kind: str, text: str) -> str:
+        """The full id of the goal, todo, gate, monitor or evidence record (``kind``)
+        that ``text`` names, exactly or by a unique prefix.
+
+        Only commands resolve: the runtime names what it writes by full id, so a typo
+        there is never quietly turned into another entity.
+        """
+        if kind not in INDEXED_KINDS:
+            raise InvalidArgument(f"no index of {kind} ids", reason="unknown_id_kind")
+        if text:
+            found = self._store.lookup(text)
+            if found is not None and found[1] == kind:
+                return text
+        candidates = self._store.lookup_prefix(text, kind) if text else []
+        return pick_id(kind, text, candidates)
+
+    def locate(self, kind: str, text: str) -> tuple[str, str]:
+        """``(goal id, full id)`` of a todo, gate, monitor or evidence id or prefix."""
+        full = self.resolve(kind, text)
+        return self.goal_of(full, kind), full
+
     def list_goals(self) -> list[GoalState]:
         return [
             GOAL_CODEC.decode_state(p.stream_id, p.state)
@@ -111,13 +138,30 @@ class GoalService:
         return self.submit(proposal.goal_id, proposal)
 
     def submit(self, goal_id: str, proposal: GoalProposal) -> Submitted:
+        return self._submit(goal_id, lambda _: proposal)
+
+    def submit_built(self, goal_id: str, build: Callable[[GoalState], GoalProposal]) -> Submitted:
+        """Submit the proposal ``build`` makes from the goal's state, built again on
+        the state each retry decides on: a proposal that names what the state holds
+        (its open obligations, say) never names what another writer just changed."""
+
+        def proposal_for(state: GoalState | None) -> GoalProposal:
+            if state is None:
+                raise NotFound(f"goal {goal_id!r} not found", reason="goal_not_found")
+            return build(state)
+
+        return self._submit(goal_id, proposal_for)
+
+    def _submit(
+        self, goal_id: str, proposal_for: Callable[[GoalState | None], GoalProposal]
+    ) -> Submitted:
         if not goal_id:
             raise InvalidArgument("goal id must not be empty", reason="empty_goal_id")
         done = decide_and_append(
             self._store,
             GOAL_CODEC,
             goal_stream(goal_id),
-            lambda state: decide(state, proposal, self._clock()),
+            lambda state: decide(state, proposal_for(state), self._clock()),
             index=index_entries,
         )
         if done.state is None:
@@ -126,6 +170,22 @@ class GoalService:
 
     def _load_with_head(self, goal_id: str) -> tuple[GoalState | None, int]:
         return load_stream(self._store, GOAL_CODEC, goal_stream(goal_id))
+
+
+def id_in_goal(state: GoalState, kind: str, text: str) -> str:
+    """The full id of a criterion, obligation, todo, gate, monitor or evidence record
+    of this goal that ``text`` names, exactly or by a unique prefix."""
+    tables: dict[str, Callable[[], Sequence[str]]] = {
+        "criterion": lambda: [c.id for c in state.goal.criteria],
+        "obligation": lambda: list(state.obligations),
+        "todo": lambda: list(state.todos),
+        "gate": lambda: list(state.gates),
+        "monitor": lambda: list(state.monitors),
+        "evidence": lambda: list(state.evidence),
+    }
+    if kind not in tables:
+        raise InvalidArgument(f"a goal holds no {kind} ids", reason="unknown_id_kind")
+    return pick_id(kind, text, tables[kind]())
 
 
 def index_entries(events: Sequence[GoalEvent]) -> list[IndexEntry]:

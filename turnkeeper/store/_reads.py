@@ -62,6 +62,13 @@ _PROJECTION_SCAN = (
 _LOOKUP_SCAN = (
     "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index} WHERE entity_id = ?"
 )
+# Ids that start with a prefix, read past the index like every listing (a row whose
+# kind is damaged fails its checksum instead of dropping out); ``substr`` counts
+# characters in SQLite and PostgreSQL alike.
+_PREFIX_SCAN = (
+    "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
+    " WHERE substr(entity_id, 1, ?) = ?"
+)
 _INDEX_PAGE_SQL = (
     "SELECT rowid, entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
     " WHERE rowid > ? ORDER BY rowid LIMIT ?"
@@ -225,6 +232,12 @@ class Reader:
         """``(entity_id, stream_id, entity_kind, checksum)`` rows found by scanning."""
         sql = self._scan(_LOOKUP_SCAN)
         return self.driver_rows(sql, (entity_id,), entity_id=entity_id, record="index")
+
+    def lookup_prefix(self, prefix: str) -> list[Any]:
+        """``(entity_id, stream_id, entity_kind, checksum)`` of every id starting with
+        ``prefix``, found by scanning."""
+        sql = self._scan(_PREFIX_SCAN)
+        return self.driver_rows(sql, (len(prefix), prefix), prefix=prefix, record="index")
 
     def index_page(self, after_rowid: int, limit: int) -> list[Any]:
         """A page of entity index rows in table order: ``(rowid, entity_id, stream_id,

@@ -92,6 +92,11 @@ class EventStore(ABC):
         """``(stream_id, entity_kind)`` owning an entity id, or ``None``."""
 
     @abstractmethod
+    def lookup_prefix(self, prefix: str, entity_kind: str) -> list[str]:
+        """Every entity id of ``entity_kind`` that starts with ``prefix``, sorted, each
+        row checksum verified (how a command resolves a shortened id)."""
+
+    @abstractmethod
     def verify(self, folder: ProjectionFolder) -> VerifyReport:
         """Re-read every event (checksums), fold every stream, compare every projection."""
 

@@ -190,6 +190,19 @@ class SqlEventStore(EventStore):
                 return None
         return index_from_row(entity_id, row)
 
+    def lookup_prefix(self, prefix: str, entity_kind: str) -> list[str]:
+        self._check_open()
+        if not prefix:
+            raise InvalidArgument("an id prefix must not be empty", reason="empty_id")
+        found = []
+        for row in self._reader.lookup_prefix(prefix):
+            # Checked before the kind is compared: a damaged row is DATA_LOSS, never a
+            # silently shorter list that would make another id look unique.
+            _, kind = index_from_row(row[0], row[1:])
+            if kind == entity_kind:
+                found.append(row[0])
+        return sorted(found)
+
     # -- integrity ---------------------------------------------------------------------
 
     def verify(self, folder: ProjectionFolder) -> VerifyReport:
