@@ -1,4 +1,4 @@
-"""Replan obligations: what raises them, what may discharge them, what may not (seed 001)."""
+"""Replan obligations: what raises them, what may discharge them, what may not."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turns lost on restore and terminals for turns this session never bound (seed 004)."""
+"""Turns lost on restore and terminals for turns this session never bound."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bounded recovery policy and the choice of the next turn (seed 001)."""
+"""The bounded recovery policy and the choice of the next turn."""
 
 from __future__ import annotations
 

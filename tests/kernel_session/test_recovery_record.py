@@ -1,4 +1,4 @@
-"""Host failure recovery (seed 000): valid records resolve, forged or stale ones are refused."""
+"""Host failure recovery: valid records resolve, forged or stale ones are refused."""
 
 from __future__ import annotations
 

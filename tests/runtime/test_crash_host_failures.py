@@ -1,4 +1,4 @@
-"""The host dies mid-turn while the control plane stays alive (seed 000).
+"""The host dies mid-turn while the control plane stays alive.
 
 The first attempt on todo ``t2`` writes half its work and then fails its host: a
 SIGKILL of itself, a segfault, a non-zero exit, a hang past ``run --host-timeout``,
@@ -86,7 +86,7 @@ def outcomes(
 
 
 def _check_failure_record(project: CrashProject, fault: Fault, failed: TurnHistory) -> str:
-    """The failure receipt and its host recovery record (seed 000); returns the handle."""
+    """The failure receipt and its host recovery record; returns the handle."""
     assert (failed.todo_id, failed.attempt, failed.terminal) == (TODO_B, 1, "turn.failed")
     receipt = failed.receipt
     assert receipt is not None

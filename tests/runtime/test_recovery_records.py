@@ -1,4 +1,4 @@
-"""Host recovery records at runtime (seed 000): forged, stale and mismatched records
+"""Host recovery records at runtime: forged, stale and mismatched records
 against a real failed turn in a real SQLite store are refused with their typed
 reason and write nothing; the genuine record, read back from the log by the
 ``recover`` command, resumes the session exactly once, and the continuation that

@@ -1,4 +1,4 @@
-"""Revert (seed 002) and durable operations, on the real control plane and scripted host.
+"""Revert and durable operations, on the real control plane and scripted host.
 
 The project: ``t1`` completes (one turn, its snapshot taken), then the workspace and
 the host session file are damaged and the session is crashed. A revert restores the

@@ -14,7 +14,7 @@
 Every scenario is a throwaway git repo and project whose goal is worked by the
 ``scripted`` agent, with effects against a real HTTP counting service on
 127.0.0.1 (:mod:`.service`). After every scenario :mod:`.checks` verifies
-DESIGN.md invariants 1-5, the goal's terminal audit, each effect key applied
+the invariants of docs/design.md (1-5), the goal's terminal audit, each effect key applied
 exactly once, and that nothing the turns started is left running.
 """
 

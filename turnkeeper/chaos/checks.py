@@ -1,4 +1,4 @@
-"""The oracle: DESIGN.md invariants 1-5, the goal's closure and leftovers, after a run.
+"""The oracle: the invariants (docs/design.md), the goal's closure and leftovers, after a run.
 
 Each check reads what the scenario left — the session and goal streams, the host's
 ``runs.jsonl``, the counting service's journal, ``/proc`` — and returns every

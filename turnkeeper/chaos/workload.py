@@ -45,7 +45,7 @@ TODOS = (
     TodoWork("t2", "write b", "b.txt", "B\n", "b-exists", depends_on=("t1",)),
 )
 
-# The host faults of seed 000, as scripted-agent steps (the control plane stays alive).
+# The ways a host can fail while the control plane stays alive, as scripted-agent steps.
 HOST_FAULTS: dict[str, dict[str, JsonValue]] = {
     "kill_self": {"op": "kill_self"},  # the host SIGKILLed
     "segfault": {"op": "segfault"},

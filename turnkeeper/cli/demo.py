@@ -189,7 +189,13 @@ def _show_outcome(repo: Path, session_id: str) -> bool:
 
 
 def demo(keep: bool = typer.Option(False, help="Keep the throwaway directory.")) -> None:
-    """A goal worked by a scripted agent; the host and the control plane SIGKILLed mid-turn."""
+    """Watch a goal survive crashes: its agent and the control plane SIGKILLed mid-turn.
+
+    Runs in a throwaway git repository (removed afterwards unless --keep), with the
+    scripted agent, and ends in a terminal audit and a verify.
+
+    Example: turnkeeper demo --keep
+    """
     from rich.panel import Panel
 
     root = Path(tempfile.mkdtemp(prefix="turnkeeper-demo-"))

@@ -27,7 +27,10 @@ def init(
     path: Path = typer.Argument(Path("."), help="The project root."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Create .turnkeeper/ (and its database) here, and keep it out of git."""
+    """Create .turnkeeper/ (and its database) here, and keep it out of git.
+
+    Example: turnkeeper init ~/src/parser
+    """
     from turnkeeper.runtime.project import init_project
     from turnkeeper.store import open_store
 
@@ -44,7 +47,10 @@ def init(
 
 @handles_errors
 def status(as_json: bool = JsonOption) -> None:
-    """Everything in flight: goals with their audit counters, sessions with their turns."""
+    """Everything in flight: goals with their audit counters, sessions with their turns.
+
+    Example: turnkeeper status --json
+    """
     from turnkeeper.runtime.goals import GoalService
     from turnkeeper.runtime.session_listing import list_sessions, recovery_report
     from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
@@ -95,10 +101,14 @@ def status(as_json: bool = JsonOption) -> None:
 
 @handles_errors
 def audit(goal_id: str, as_json: bool = JsonOption) -> None:
-    """The terminal audit of a goal: every counter and every named blocker."""
+    """The terminal audit of a goal: every counter and every named blocker.
+
+    Example: turnkeeper audit parser
+    """
     from turnkeeper.cli.render import audit_counters, render_audit
 
     with goal_service() as goals:
+        goal_id = goals.resolve("goal", goal_id)  # a unique prefix will do
         result = goals.audit(goal_id)
     if as_json:
         print_json({"goal_id": goal_id, "counters": audit_counters(result), "audit": result})
@@ -116,7 +126,13 @@ def _exit_for(report: VerifyReport) -> None:
 
 @handles_errors
 def verify(as_json: bool = JsonOption) -> None:
-    """Fold every stream again and compare every projection; checksums on every record."""
+    """Check the whole store: every checksum, every projection against its events.
+
+    Exit code 0 when all is well, 10 (DATA_LOSS) for a damaged or lost record, 6 for
+    a projection that disagrees with its events (`repair` rebuilds it).
+
+    Example: turnkeeper verify --json
+    """
     from turnkeeper.cli.render import render_verify
     from turnkeeper.runtime.folder import kernel_folder
     from turnkeeper.runtime.workspace_claims import behind_mismatches
@@ -143,7 +159,10 @@ def repair(
     ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Rebuild mismatched projections through the kernel's fold, then verify again."""
+    """Rebuild every projection that disagrees with its events, then verify again.
+
+    Example: turnkeeper repair
+    """
     from turnkeeper.cli.render import render_repair
     from turnkeeper.runtime.folder import kernel_folder
     from turnkeeper.runtime.workspace_claims import accept_losses, behind_mismatches
@@ -169,11 +188,17 @@ def propose(
     ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Submit any kernel proposal as JSON (the full surface, for scripts and agents)."""
+    """Submit any goal proposal as JSON (the full surface, for scripts and agents).
+
+    Example: turnkeeper propose parser --proposal '{"kind": "note", "author": "me", "text": "hi"}'
+    """
     from turnkeeper.kernel import parse_proposal
 
     parsed = parse_proposal(parse_json_arg("--proposal", proposal))
     with goal_service() as goals:
+        # A unique prefix names an existing goal; a goal being created is named in full.
+        if parsed.kind != "create_goal":
+            goal_id = goals.resolve("goal", goal_id)
         done = goals.submit(goal_id, parsed)
     if as_json:
         print_json({"events": done.events, "head_seq": done.head_seq})

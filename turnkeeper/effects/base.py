@@ -1,8 +1,9 @@
 """The effect provider protocol: apply under an idempotency key, and read back.
 
-A provider talks to one external system (seed 001: it returns an effect result or
-a readback; it decides nothing). The runtime calls it only for effects the kernel
-accepted an intent for, and always reads back before any apply::
+A provider talks to one external system: it returns an effect result or a
+readback, and decides nothing (docs/design.md, "Who decides"). The runtime calls
+it only for effects the kernel accepted an intent for, and always reads back
+before any apply::
 
     readback(key, request) -> applied | not_applied | unknown
     apply(key, request)    -> ApplyResult   (only after a provable not_applied)

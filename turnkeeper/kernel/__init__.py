@@ -1,4 +1,4 @@
-"""The pure kernel: typed goal state and its transitions (seed 001).
+"""The pure kernel: typed goal state and its transitions.
 
 ``decide(state, proposal, now)`` turns a proposal into events or raises a typed
 error; ``evolve``/``fold`` turn events into :class:`GoalState`; ``audit`` says

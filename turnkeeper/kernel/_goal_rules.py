@@ -153,7 +153,7 @@ def record_no_follow_up(state: GoalState, p: RecordNoFollowUp, now: datetime) ->
 def note(state: GoalState, p: Note, now: datetime) -> list[GoalEvent]:
     require_text("author", p.author)
     require_text("text", p.text)
-    # "Re-assessed, continuing" is not a delta (seed 001): a note never discharges.
+    # "Re-assessed, continuing" is not a delta: a note never discharges an obligation.
     reject_discharge("note", p.discharges)
     return [NoteRecorded(author=p.author, text=p.text, at=now)]
 

@@ -1,4 +1,4 @@
-"""The terminal audit: is this goal really done at ``now``? (seed 001, terminal closure)
+"""The terminal audit: is this goal really done at ``now``?
 
 All todos ticked is not enough. A goal is terminal only when every counter below
 is zero: no unfinished todo, no due monitor, no unresolved blocking gate, no

@@ -232,7 +232,7 @@ class Reassess(KernelModel):
 
 class ReportNoProgress(KernelModel):
     """A session made no progress for ``turns`` turns in a row: raise a replan
-    obligation for it (seed 001: rounds of surface progress need a replan).
+    obligation for it (rounds that only look busy must lead to a replan).
 
     ``fingerprint`` names the streak (its first idle turn), so a report repeated for
     the same streak raises nothing, and a new streak raises a new obligation."""

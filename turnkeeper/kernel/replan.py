@@ -1,4 +1,4 @@
-"""Replan triggers: when the work's meaning must change, not just continue (seed 001).
+"""Replan triggers: when the work's meaning must change, not just continue.
 
 A trigger is a condition on the state. While it holds and no obligation covers
 it, the kernel raises a replan obligation, which only an observable delta (a new

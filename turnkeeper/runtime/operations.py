@@ -1,4 +1,4 @@
-"""Durable session operations: revert (seed 002) and delete, each under a request id.
+"""Durable session operations: revert and delete, each under a request id.
 (``create`` is ``SessionService.create`` under a request id; ``operation show`` reads
 all three, see runtime/operation_log.py.)
 

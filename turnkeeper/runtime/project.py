@@ -44,8 +44,8 @@ def init_project(root: Path) -> tuple[Project, bool]:
 
 
 def _ensure_gitignored(root: Path) -> None:
-    # Session handles, transcripts and leases are private runtime state (seed 001,
-    # public/private boundary): they must never be committed by accident.
+    # Session handles, transcripts and leases are private runtime state, on the
+    # private side of the public/private boundary: never committed by accident.
     gitignore = root / ".gitignore"
     entry = f"{STATE_DIR_NAME}/"
     lines = gitignore.read_text().splitlines() if gitignore.exists() else []

@@ -1,4 +1,4 @@
-"""Restart recovery: the recovery table of DESIGN.md, applied to one session.
+"""Restart recovery: the recovery table (docs/design.md), applied to one session.
 
 | last durable step            | what restart does                                         |
 |------------------------------|-----------------------------------------------------------|

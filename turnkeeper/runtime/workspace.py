@@ -1,4 +1,4 @@
-"""Probing a workspace: facts that are re-read, never replayed (seed 001).
+"""Probing a workspace: facts that are re-read, never replayed.
 
 An old receipt proves the past, not the present: the checkout and its
 uncommitted diff are asked of git every time they matter. Asking costs a process

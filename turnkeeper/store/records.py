@@ -78,7 +78,7 @@ class StreamAppend(BaseModel):
 
 
 class MismatchKind(StrEnum):
-    """How ``verify`` classifies a disagreement (seed 001, projection gap)."""
+    """How ``verify`` classifies a disagreement between a projection and its log."""
 
     SOURCE_WRITE = "source_write"  # an event failed its checksum or does not decode
     PROJECTION = "projection"  # the projection differs from the fold of its events

@@ -2,7 +2,7 @@
 
 Operations live in the session stream itself, not a stream of their own: admitting
 a revert must fail the interrupted turn and start the operation in ONE transaction
-under the session lease (seed 002), and a single stream makes that one append.
+under the session lease, and a single stream makes that one append.
 The request id is indexed (entity kind ``operation``) so ``operation show ID`` and a
 retried request find the stream; at most one operation is pending per session, so
 the folded state stays bounded.

@@ -33,7 +33,7 @@ class TurnBudget(KernelModel):
 
 
 class InteractionContract(KernelModel):
-    """When the agent must stop and hand control back (seed 001: interaction contract)."""
+    """When the agent must stop and hand control back: the turn's interaction contract."""
 
     stop_condition: ShortText
     budget: TurnBudget = TurnBudget()

@@ -1,6 +1,6 @@
 """Deciding and folding durable operations (create, delete, revert) on a session. Pure.
 
-Rules (DESIGN.md "Revert", seed 002):
+Rules (docs/design.md, "Revert"):
 
 * a create is the stream's first append: a retry with the same request id and
   payload changes nothing, another payload is ``ALREADY_EXISTS``;

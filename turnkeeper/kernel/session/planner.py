@@ -1,4 +1,4 @@
-"""Choosing the next turn (seed 001): continuation, retry, replan or self-repair — or stop.
+"""Choosing the next turn: continuation, retry, replan or self-repair — or stop.
 
 The goal kernel is seen only through :class:`GoalView`, a small input model, so this
 module does not depend on it. Rules, first match wins:

@@ -44,7 +44,7 @@ class RecoveryBinding(KernelModel):
 
 
 class HostRecoveryRecord(KernelModel):
-    """Typed, versioned entry written when a host fails (seed 000)."""
+    """Typed, versioned entry written when a host fails while the control plane lives."""
 
     schema_version: Literal["turnkeeper.host_recovery.v1"] = HOST_RECOVERY_SCHEMA_VERSION
     kind: Literal["resume_session"] = "resume_session"

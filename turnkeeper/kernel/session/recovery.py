@@ -1,6 +1,6 @@
-"""Host failure recovery (seed 000): validate a host recovery record, resolve its binding
+"""Host failure recovery: validate a host recovery record, resolve its binding
 against the live session, and say how the session continues without re-running the
-failed host step. Also builds the continuation after a turn lost on restore (seed 004)."""
+failed host step. Also builds the continuation after a turn lost on restore."""
 
 from __future__ import annotations
 

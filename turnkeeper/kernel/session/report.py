@@ -1,5 +1,5 @@
 """The recovery report: what a restart replayed from the log, what it probed again, and
-what it did (seed 001, replay versus re-probe)."""
+what it did (docs/design.md, "Replayed or probed again")."""
 
 from __future__ import annotations
 
