@@ -120,6 +120,10 @@ def test_a_failed_turn_names_its_real_reason(user_project: UserProject) -> None:
     assert "database is locked" in failed[0]["progress"]
     shown = user_project.tk("turn", "show", failed[0]["turn"]).stdout
     assert "host exited with code 3" in shown and "checking the database" in shown, shown
+    # The receipt itself names the cause the host gave on stderr, so every reader of
+    # the turn (turn show --json, the API, a later run) sees it, not only this run.
+    receipt = user_project.tk_json("turn", "show", failed[0]["turn"])["receipt"]
+    assert "host exited with code 3; stderr: database is locked" in receipt["message"], receipt
 
 
 def test_run_json_lines_all_parse_with_sessions_at_once(user_project: UserProject) -> None:

@@ -46,9 +46,10 @@ from turnkeeper.runtime.claims import release_session_claims
 from turnkeeper.runtime.controller_identity import controller_owner, owner_is_dead
 from turnkeeper.runtime.driver import DriverConfig, HostLoader, TurnDriver
 from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.host_receipts import failure_reason
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
-from turnkeeper.runtime.run_progress import Reporter, RunMonitor, RunRecord, failure_reason
+from turnkeeper.runtime.run_progress import Reporter, RunMonitor, RunRecord
 from turnkeeper.runtime.scheduler import SessionThreads, TurnSlots
 from turnkeeper.runtime.session_checks import (
     artifact_damage,

@@ -73,7 +73,12 @@ from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.effects import EffectRunner, EffectsSummary
 from turnkeeper.runtime.event_pump import TIMED_OUT, EventBatcher, EventFeed
 from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.host_receipts import artifact_digest, artifact_path, checked_result
+from turnkeeper.runtime.host_receipts import (
+    artifact_digest,
+    artifact_path,
+    checked_result,
+    failure_reason,
+)
 from turnkeeper.runtime.host_receipts import bounded_result as _bounded_result
 from turnkeeper.runtime.lease_keeper import LeaseKeeper
 from turnkeeper.runtime.run_progress import TurnWatcher
@@ -423,7 +428,7 @@ class TurnDriver:
                 error_kind=(outcome.error_kind.value if outcome.error_kind else "exit_code"),
                 exit_code=outcome.exit_code,
                 signal=outcome.signal,
-                message=(outcome.message or "")[:2000],
+                message=failure_reason(outcome)[:2000],
                 host_recovery=HostRecoveryRecord(
                     binding=RecoveryBinding(
                         session_id=sid,

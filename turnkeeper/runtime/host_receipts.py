@@ -57,3 +57,20 @@ def artifact_digest(result: AgentResult | None) -> str | None:
 def artifact_path(result: AgentResult | None) -> str | None:
     artifact = result.host_artifact if result is not None else None
     return artifact.path if artifact is not None else None
+
+
+# How much of the host's last stderr line a failure's message carries.
+STDERR_REASON_CHARS = 500
+
+
+def failure_reason(outcome: HostOutcome) -> str:
+    """Why a host step failed, as the receipt records it: the host's message and, for a
+    bare exit code, the last line the host wrote to stderr ("host exited with code 3"
+    alone names no cause; the agent's own "cannot reach the model" does)."""
+    message = outcome.message or (outcome.error_kind.value if outcome.error_kind else "failed")
+    if outcome.error_kind is None or outcome.error_kind.value != "exit_code":
+        return message
+    tail = [line.strip() for line in outcome.stderr_tail.splitlines() if line.strip()]
+    if not tail or tail[-1] in message:
+        return message
+    return f"{message}; stderr: {tail[-1][:STDERR_REASON_CHARS]}"

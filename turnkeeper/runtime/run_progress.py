@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
-    from turnkeeper.hosts import HostEvent, HostOutcome
+    from turnkeeper.hosts import HostEvent
     from turnkeeper.kernel.session import TurnEnvelope
 
 # Event kinds that carry what the agent says, and the field holding the text.
@@ -78,18 +78,6 @@ def message_text(kind: str, data: Mapping[str, Any]) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     return value.strip()[:MAX_MESSAGE_CHARS]
-
-
-def failure_reason(outcome: HostOutcome) -> str:
-    """Why a host step failed, as its receipt says, and, for a bare exit code, the
-    last line the host wrote to stderr: "host exited with code 3" alone names no cause."""
-    message = outcome.message or (outcome.error_kind.value if outcome.error_kind else "failed")
-    if outcome.error_kind is None or outcome.error_kind.value != "exit_code":
-        return message
-    tail = [line.strip() for line in outcome.stderr_tail.splitlines() if line.strip()]
-    if not tail or tail[-1] in message:
-        return message
-    return f"{message}; stderr: {tail[-1][:MAX_MESSAGE_CHARS]}"
 
 
 @dataclass
