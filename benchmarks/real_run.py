@@ -192,7 +192,7 @@ def _children_of(pid: int) -> list[int]:
         try:
             parent = int(stat.read_text().rpartition(")")[2].split()[1])
         except (OSError, ValueError, IndexError):
-            continue
+            continue  # the process ended while /proc was read: it is no child to count
         if parent == pid:
             found.append(int(stat.parent.name))
     return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,11 +29,11 @@ def from_micros(micros: int) -> datetime:
 def event_from_row(row: Any) -> EventRecord:
     """``row`` = (stream_id, seq, type, schema_version, payload, recorded_at, checksum)."""
     stream_id, seq, type_, schema_version, payload, recorded_at, checksum = row
-    try:
-        _types(row, (str, int, str, int, str, int, str))
-        computed = event_checksum(stream_id, seq, type_, schema_version, recorded_at, payload)
-    except Exception as exc:  # a column came back with the wrong type or bad text
-        computed = f"<unreadable: {exc}>"
+    computed = _recomputed(
+        row,
+        (str, int, str, int, str, int, str),
+        lambda: event_checksum(stream_id, seq, type_, schema_version, recorded_at, payload),
+    )
     if computed != checksum:
         raise DataLoss(
             f"event {stream_id!r} seq {seq} failed its checksum",
@@ -60,11 +61,11 @@ def event_from_row(row: Any) -> EventRecord:
 def projection_from_row(row: Any) -> Projection:
     """``row`` = (stream_id, kind, head_seq, schema_version, state, checksum)."""
     stream_id, kind, head_seq, schema_version, state, checksum = row
-    try:
-        _types(row, (str, str, int, int, str, str))
-        computed = projection_checksum(stream_id, kind, head_seq, schema_version, state)
-    except Exception as exc:
-        computed = f"<unreadable: {exc}>"
+    computed = _recomputed(
+        row,
+        (str, str, int, int, str, str),
+        lambda: projection_checksum(stream_id, kind, head_seq, schema_version, state),
+    )
     if computed != checksum:
         raise DataLoss(
             f"projection of stream {stream_id!r} (head seq {head_seq}) failed its checksum",
@@ -87,6 +88,17 @@ def projection_from_row(row: Any) -> Projection:
     )
 
 
+def _recomputed(row: Any, types: tuple[type, ...], checksum: Callable[[], str]) -> str:
+    """The checksum ``row`` should carry, or a mark that can never equal one when a
+    column came back with the wrong type (``TypeError``) or as text that cannot be
+    encoded (``UnicodeError``, a ``ValueError``): the caller then raises DATA_LOSS."""
+    try:
+        _types(row, types)
+        return checksum()
+    except (TypeError, ValueError) as exc:
+        return f"<unreadable: {exc}>"
+
+
 def _types(row: Any, types: tuple[type, ...]) -> None:
     """A damaged record header can make SQLite hand back a column as another type."""
     for value, kind in zip(row, types, strict=True):
@@ -97,11 +109,9 @@ def _types(row: Any, types: tuple[type, ...]) -> None:
 def index_from_row(entity_id: str, row: Any) -> tuple[str, str]:
     """``row`` = (stream_id, entity_kind, checksum) of ``entity_id``: who owns it."""
     stream_id, entity_kind, checksum = row
-    try:
-        _types(row, (str, str, str))
-        computed = index_checksum(entity_id, stream_id, entity_kind)
-    except Exception as exc:
-        computed = f"<unreadable: {exc}>"
+    computed = _recomputed(
+        row, (str, str, str), lambda: index_checksum(entity_id, stream_id, entity_kind)
+    )
     if computed != checksum:
         raise DataLoss(
             f"the entity index row of {entity_id!r} failed its checksum (run `turnkeeper verify`)",
@@ -119,11 +129,9 @@ def index_from_row(entity_id: str, row: Any) -> tuple[str, str]:
 
 def check_created(stream_id: str, created_at: Any, created_check: Any) -> int:
     """A projection row's creation time (its place in a listing), checked."""
-    try:
-        _types((created_at, created_check), (int, str))
-        computed = created_checksum(stream_id, created_at)
-    except Exception as exc:
-        computed = f"<unreadable: {exc}>"
+    computed = _recomputed(
+        (created_at, created_check), (int, str), lambda: created_checksum(stream_id, created_at)
+    )
     if computed != created_check:
         raise DataLoss(
             f"the creation time of stream {stream_id!r} failed its checksum",

@@ -143,4 +143,8 @@ class IndexCheck:
                 found.setdefault(stream_id, _Tally()).add(entity_id, stream_id, kind)
             if len(page) < _PAGE:
                 return found, damaged
+            # Pages are read by rowid ascending: each one must start past the last, or
+            # a damaged rowid order would have the scan read the same page forever.
+            if int(page[-1][0]) <= after:
+                raise DataLoss("the entity index's row order is damaged (rowids do not rise)")
             after = int(page[-1][0])
