@@ -31,6 +31,15 @@ def race(path: str, stream_id: str, rounds: int, name: str, barrier: Any, out: A
         store.close()
 
 
+def open_at_once(url: str, name: str, barrier: Any) -> None:
+    """Wait for the rivals, then open the store (migrating a fresh database) and append."""
+    from tests.store.toy import KIND, events_of, state_of
+
+    barrier.wait()
+    with open_store(url) as store:
+        store.append(name, KIND, 0, events_of([1]), state_of([1]), 1)
+
+
 def write_then_die(path: str, streams: int, per_stream: int, durable: bool = True) -> None:
     """Append, print each acknowledged head, then die without closing.
 

@@ -1,4 +1,5 @@
-"""Schema migrations: Alembic from the first release, cheap when nothing to do."""
+"""Schema migrations: Alembic from the first release, cheap when nothing to do, and a
+schema that does not match its stamp is ``DATA_LOSS`` (on every backend)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from tests.store._schema_tools import migrate, restamp, revisions, stamp_of
+from tests.store.conftest import Backend
 from tests.store.toy import KIND, CounterFolder, add, state_of
-from turnkeeper.errors import DataLoss, FailedPrecondition
-from turnkeeper.store import IndexEntry, SqlEventStore, _migrate, open_store
+from turnkeeper.errors import DataLoss, FailedPrecondition, InvalidArgument
+from turnkeeper.store import EventStore, IndexEntry, _migrate, open_store
 from turnkeeper.store._checksum import event_checksum, projection_checksum
 
 
@@ -41,7 +44,7 @@ def test_empty_file_is_migrated(tmp_path: Path) -> None:
 
 
 def test_reopen_is_idempotent_and_skips_alembic(
-    open_new: Callable[[], SqlEventStore], monkeypatch: pytest.MonkeyPatch
+    open_new: Callable[[], EventStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = open_new()
     add(first, "s1", [1, 2])
@@ -56,38 +59,22 @@ def test_reopen_is_idempotent_and_skips_alembic(
     assert open_new().head("s1") == 2
 
 
-def _stamp(path: Path, revision: str) -> None:
-    """Set the revision row and stamp it as the code of that revision would."""
-    with open_store(path) as store, store._engine.connect() as conn:
-        schema = store._dialect.schema_description(conn)
-    raw = sqlite3.connect(path)
-    raw.execute("UPDATE alembic_version SET version_num = ?", (revision,))
-    raw.execute(f"PRAGMA user_version = {_migrate.schema_stamp(revision, schema)}")
-    raw.commit()
-    raw.close()
-
-
-def test_schema_too_new(tmp_path: Path) -> None:
-    path = tmp_path / "future.db"
-    open_store(path).close()
-    _stamp(path, "9999_from_the_future")
+def test_schema_too_new(backend: Backend) -> None:
+    open_store(backend.url).close()
+    restamp(backend.url, "9999_from_the_future")
     with pytest.raises(FailedPrecondition) as err:
-        open_store(path)
+        open_store(backend.url)
     assert err.value.reason == "schema_too_new"
     assert err.value.details["database_revisions"] == ["9999_from_the_future"]
 
 
-def test_a_revision_row_that_does_not_match_its_stamp_is_data_loss(tmp_path: Path) -> None:
+def test_a_revision_row_that_does_not_match_its_stamp_is_data_loss(backend: Backend) -> None:
     # '0002' with one bit flipped reads '0003': a revision this code does not know,
     # which only its stamp tells apart from a newer database.
-    path = tmp_path / "flipped.db"
-    open_store(path).close()
-    raw = sqlite3.connect(path)
-    raw.execute("UPDATE alembic_version SET version_num = '0003'")
-    raw.commit()
-    raw.close()
+    open_store(backend.url).close()
+    backend.execute("UPDATE alembic_version SET version_num = '0003'")
     with pytest.raises(DataLoss) as err:
-        open_store(path)
+        open_store(backend.url)
     assert err.value.reason == "schema_damaged"
 
 
@@ -100,72 +87,49 @@ def test_a_revision_row_that_does_not_match_its_stamp_is_data_loss(tmp_path: Pat
         "DELETE FROM alembic_version",
     ],
 )
-def test_a_schema_that_does_not_match_its_stamp_is_data_loss(tmp_path: Path, change: str) -> None:
-    path = tmp_path / "damaged.db"
-    with open_store(path) as store:
+def test_a_schema_that_does_not_match_its_stamp_is_data_loss(backend: Backend, change: str) -> None:
+    with open_store(backend.url) as store:
         add(store, "s1", [1])
-    raw = sqlite3.connect(path)
-    raw.execute(change)
-    raw.commit()
-    raw.close()
+    backend.execute(change)
     with pytest.raises(DataLoss) as err:
-        open_store(path)
+        open_store(backend.url)
     assert err.value.reason == "schema_damaged"
 
 
-def _database_at_0001(path: Path) -> None:
+def _database_at_0001(backend: Backend) -> None:
     """A database as the code of revision 0001 left it: a goal-like stream with one
     indexed entity, rows and checksums written the 0001 way."""
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine
-
-    engine = create_engine(f"sqlite:///{path}")
-    with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_migrate.MIGRATIONS_DIR))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0001")
-    engine.dispose()
+    migrate(backend.url, "upgrade", "0001")
     at, state = 1_700_000_000_000_000, state_of([7])
-    raw = sqlite3.connect(path)
-    raw.execute(
+    backend.execute(
         "INSERT INTO projections VALUES (?, ?, 1, 1, ?, ?, ?)",
         ("s1", KIND, state, projection_checksum("s1", KIND, 1, 1, state), at),
     )
     payload = '{"n": 7}'
-    raw.execute(
+    backend.execute(
         "INSERT INTO events VALUES ('s1', 1, 'counter.added', 1, ?, ?, ?)",
         (payload, at, event_checksum("s1", 1, "counter.added", 1, at, payload)),
     )
-    raw.execute("INSERT INTO entity_index VALUES ('e1', 's1', 'thing')")
-    raw.commit()
-    raw.close()
+    backend.execute("INSERT INTO entity_index VALUES ('e1', 's1', 'thing')")
 
 
-def test_a_0001_database_is_migrated_and_its_rows_check_out(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    _database_at_0001(path)
-    with open_store(path) as store:
+def test_a_0001_database_is_migrated_and_its_rows_check_out(backend: Backend) -> None:
+    _database_at_0001(backend)
+    assert stamp_of(backend.url) == 0
+    with open_store(backend.url) as store:
         assert store.lookup("e1") == ("s1", "thing")
         assert store.lookup("e2") is None
         assert [p.stream_id for p in store.list_projections(KIND)] == ["s1"]
         assert store.verify(CounterFolder()).ok
         assert add(store, "s1", [1], index=[IndexEntry(entity_id="e2", entity_kind="thing")]) == 2
         assert store.lookup("e2") == ("s1", "thing")
-    raw = sqlite3.connect(path)
-    try:
-        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
-        assert raw.execute("PRAGMA user_version").fetchone()[0] != 0
-    finally:
-        raw.close()
-    with open_store(path) as again:  # stamped: opens without Alembic, checks out
+    assert revisions(backend.url) == ["0002"]
+    assert stamp_of(backend.url) != 0
+    with open_store(backend.url) as again:  # stamped: opens without Alembic, checks out
         assert again.head("s1") == 2
 
 
 def test_unsupported_backend_is_invalid_argument() -> None:
-    from turnkeeper.errors import InvalidArgument
-
     with pytest.raises(InvalidArgument):
         open_store("mysql://nowhere/db")
     with pytest.raises(InvalidArgument):

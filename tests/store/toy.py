@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from turnkeeper.errors import DataLoss, FailedPrecondition
-from turnkeeper.store import EventRecord, IndexEntry, NewEvent, SqlEventStore, StreamAppend
+from turnkeeper.store import EventRecord, EventStore, IndexEntry, NewEvent, StreamAppend
 
 KIND = "counter"
 
@@ -59,8 +59,25 @@ class CounterFolder:
         return bool(json.loads(a) == json.loads(b))
 
 
+class IndexingCounterFolder(CounterFolder):
+    """The toy folder, also telling which entities a stream's events register: every
+    event with a ``"register"`` field registers that id as a ``todo``."""
+
+    def fold_with_index(
+        self, kind: str, events: Sequence[EventRecord]
+    ) -> tuple[str, list[IndexEntry]]:
+        entries: list[IndexEntry] = []
+        seen: list[EventRecord] = []
+        for event in events:
+            seen.append(event)
+            registered = json.loads(event.payload).get("register")
+            if registered:
+                entries.append(IndexEntry(entity_id=registered, entity_kind="todo"))
+        return self.fold(kind, seen), entries
+
+
 def add(
-    store: SqlEventStore,
+    store: EventStore,
     stream_id: str,
     values: Sequence[int],
     *,
@@ -75,7 +92,7 @@ def add(
     )
 
 
-def values_of(store: SqlEventStore, stream_id: str) -> list[int]:
+def values_of(store: EventStore, stream_id: str) -> list[int]:
     return [int(json.loads(e.payload)["n"]) for e in store.read_stream(stream_id)]
 
 

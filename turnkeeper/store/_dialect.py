@@ -4,26 +4,21 @@ The store's SQL is portable (``ON CONFLICT ... DO NOTHING``, savepoints,
 conditional ``UPDATE``); what is not is collected in a :class:`Dialect`:
 engine creation and per-connection settings, how a write transaction begins,
 the DBAPI parameter style, and how driver exceptions map onto the error
-taxonomy. Only SQLite exists today; a PostgreSQL dialect (psycopg 3: ``%s``
-placeholders, plain ``BEGIN``, SQLSTATE-based error mapping, an advisory lock
-around migrations) is another subclass here and nothing else changes.
+taxonomy. The two dialects live in ``_dialect_sqlite.py`` (the embedded default)
+and ``_dialect_postgres.py`` (psycopg 3: ``%s`` placeholders, plain ``BEGIN``,
+SQLSTATE-based error mapping, an advisory lock around migrations).
 """
 
 from __future__ import annotations
 
-import functools
-import random
-import sqlite3
-import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import ConnectionPoolEntry
 
-from turnkeeper.errors import DataLoss, InvalidArgument, TurnkeeperError, Unavailable
+from turnkeeper.errors import InvalidArgument, TurnkeeperError, Unavailable
 
 # Execution option that makes SQLAlchemy begin a *write* transaction.
 WRITE_OPTION = "turnkeeper_write"
@@ -37,6 +32,12 @@ class DBAPICursor(Protocol):
     def execute(self, sql: str, params: Any = ..., /) -> Any: ...
     def executemany(self, sql: str, params: Any, /) -> Any: ...
     def fetchone(self) -> Any: ...
+    def close(self) -> None: ...
+
+
+class Wakeups(Protocol):
+    def signal(self) -> None: ...
+    def wait(self, timeout_s: float) -> bool: ...
     def close(self) -> None: ...
 
 
@@ -95,6 +96,34 @@ class Dialect:
         """``table`` as a FROM item read by scanning the table itself, past its indexes."""
         return table
 
+    # How verify pages through the entity index in table order: a key column that
+    # rises through the table, and the key before the first row.
+    row_key = "rowid"
+    first_row_key: Any = 0
+    # Whether the database runs on another clock than this machine's (a server).
+    own_clock = False
+
+    def wakeups(self) -> Wakeups | None:
+        """How workers wake each other up across processes (None: they poll)."""
+        return None
+
+    def write_options(self) -> dict[str, Any]:
+        """Execution options of a connection that runs a write transaction (a
+        migration, a repair): SQLAlchemy's ``conn.begin()`` then really begins one."""
+        return {WRITE_OPTION: True}
+
+    def lock_migrations(self, conn: Connection) -> None:
+        """Serialise migrations across processes, inside the migration's transaction
+        (SQLite: its write transaction already does)."""
+
+    def clock_offset_us(self, conn: Connection) -> int:
+        """The database clock minus this machine's, in microseconds (0: the same clock)."""
+        return 0
+
+    def is_disconnect(self, exc: BaseException) -> bool:
+        """Whether the connection that raised ``exc`` is gone (a new one is needed)."""
+        return False
+
     def is_integrity_error(self, exc: BaseException) -> bool:
         """A constraint violation (PEP 249 names the class the same in every driver)."""
         if isinstance(exc, DBAPIError) and exc.orig is not None:
@@ -102,239 +131,8 @@ class Dialect:
         return type(exc).__name__ in ("IntegrityError", "UniqueViolation", "ForeignKeyViolation")
 
 
-# sqlite3 primary result codes (the low byte of an extended code).
-_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
-_SQLITE_UNAVAILABLE = {3, 7, 8, 10, 13, 14, 15}  # PERM NOMEM READONLY IOERR FULL CANTOPEN PROTOCOL
-_SCHEMA_DAMAGE = ("no such table", "no such column", "no such index", "has no column named")
-
-# Text columns come back through this decoder: invalid UTF-8 (a flipped byte on
-# disk) becomes lone surrogates instead of an OperationalError that would abort
-# the whole fetch without naming the record; the checksum then pins it down.
-_decode_text = functools.partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
-
-
-def _switch_to_wal(cur: sqlite3.Cursor, timeout_s: float) -> None:
-    """``journal_mode = WAL`` with our own retry: SQLite does not always call the busy
-    handler for it, so two processes opening a brand-new file at once can see
-    "database is locked" from this pragma even with a busy timeout set."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.005
-    while True:
-        try:
-            cur.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
-
-
-class SqliteDialect(Dialect):
-    name = "sqlite"
-
-    def __init__(self, url: str, busy_timeout_s: float) -> None:
-        super().__init__(url, busy_timeout_s)
-        self._busy_ms = int(busy_timeout_s * 1000)
-
-    def create_engine(self) -> Engine:
-        engine = create_engine(
-            self.url,
-            # Connections move between threads (pool, group-commit leader).
-            connect_args={"check_same_thread": False, "timeout": self.busy_timeout_s},
-            pool_size=8,
-            max_overflow=24,
-        )
-        busy_ms = self._busy_ms
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: sqlite3.Connection, _rec: ConnectionPoolEntry) -> None:
-            # We issue BEGIN ourselves (see _on_begin), so the driver must not.
-            dbapi_conn.isolation_level = None
-            dbapi_conn.text_factory = _decode_text
-            cur = dbapi_conn.cursor()
-            try:
-                # busy_timeout first: switching a new file to WAL needs a lock.
-                cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                _switch_to_wal(cur, self.busy_timeout_s)
-                cur.execute("PRAGMA synchronous = FULL")
-                cur.execute("PRAGMA foreign_keys = ON")
-            finally:
-                cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            # IMMEDIATE takes the write lock up front, so a read-check-write
-            # sequence is serialized across processes instead of failing late.
-            write = conn.get_execution_options().get(WRITE_OPTION, False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-        return engine
-
-    def sql(self, text: str) -> str:
-        return text
-
-    def prepare_writer(self, cursor: DBAPICursor) -> None:
-        # The append path waits for the lock with its own short backoff (below):
-        # SQLite's built-in busy handler sleeps 1 ms, 2 ms, 5 ms ... which is
-        # several commits long and starves a second writer process.
-        cursor.execute("PRAGMA busy_timeout = 0")
-
-    def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
-        # In WAL mode NORMAL skips the fsync at commit; the WAL is sequential, so
-        # the next FULL commit's fsync makes these frames durable as well.
-        cursor.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-
-    def begin_write(self, cursor: DBAPICursor) -> None:
-        delay = 50e-6
-        deadline = time.monotonic() + self.busy_timeout_s
-        while True:
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if _code(exc) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise
-            time.sleep(delay * (0.5 + random.random()))  # jitter: two waiters desynchronize
-            delay = min(delay * 2, 2e-3)
-
-    def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
-        if isinstance(exc, DBAPIError) and exc.orig is not None:
-            exc = exc.orig
-        if not isinstance(exc, sqlite3.Error):
-            return None
-        code = _code(exc)
-        text = str(exc)
-        info = {**details, "driver_error": text}
-        if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text:
-            reason = "not_a_database" if code == _SQLITE_NOTADB else "database_corrupt"
-            return DataLoss(
-                f"database file is damaged: {text} ({_where(details)})", reason=reason, details=info
-            )
-        if any(sign in text for sign in _SCHEMA_DAMAGE):
-            # The schema was checked against its stamp on open, so a table, column or
-            # index this code's own statements name cannot be missing unless damaged.
-            return DataLoss(
-                f"database schema is damaged: {text} ({_where(details)})",
-                reason="schema_damaged",
-                details=info,
-            )
-        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-            return Unavailable(
-                f"database is locked past the timeout: {text}",
-                reason="database_locked",
-                details=info,
-            )
-        if code in _SQLITE_UNAVAILABLE:
-            return Unavailable(
-                f"database unavailable: {text}", reason="database_unavailable", details=info
-            )
-        return None
-
-    def check_file(self) -> None:
-        path = _file_of(self.url)
-        if path is None:
-            return
-        try:
-            with path.open("rb") as handle:
-                header = handle.read(_HEADER_BYTES)
-        except FileNotFoundError:
-            return  # a new database
-        except OSError as exc:
-            raise Unavailable(
-                f"database unavailable: {exc}", reason="database_unavailable"
-            ) from exc
-        if len(header) < _HEADER_BYTES:
-            return  # empty or shorter than a header: SQLite itself says "not a database"
-        problem = _header_problem(header)
-        if problem is not None:
-            raise DataLoss(
-                f"database file is damaged: its header {problem} ({path})",
-                reason="database_corrupt",
-                details={"record": "file_header", "driver_error": problem},
-            )
-
-    def schema_description(self, conn: Connection) -> list[tuple[str, ...]]:
-        rows = conn.exec_driver_sql(
-            "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
-            " WHERE name NOT LIKE 'sqlite_stat%' AND name <> 'sqlite_sequence'"
-            " ORDER BY type, name"
-        ).all()
-        return [tuple(str(v) for v in row) for row in rows]
-
-    def read_stamp(self, conn: Connection) -> int:
-        value = conn.exec_driver_sql("PRAGMA user_version").scalar()
-        return int(value) if isinstance(value, int) else -1
-
-    def write_stamp(self, conn: Connection, stamp: int) -> None:
-        conn.exec_driver_sql(f"PRAGMA user_version = {int(stamp)}")
-
-    def integrity_problems(self, conn: Connection) -> list[str]:
-        rows = conn.exec_driver_sql("PRAGMA integrity_check(100)").all()
-        found = [str(row[0]) for row in rows]
-        return [] if found == ["ok"] else found
-
-    def unindexed(self, table: str) -> str:
-        return f"{table} NOT INDEXED"
-
-
-# The fixed part of a SQLite file header this store relies on (sqlite.org/fileformat):
-# offset -> (what, allowed values). A WAL database has read/write versions 2; this
-# store never uses reserved bytes, auto-vacuum or another text encoding.
-_HEADER_BYTES = 100
-_MAGIC = b"SQLite format 3\x00"
-_HEADER_BYTE_RULES: dict[int, tuple[str, frozenset[int]]] = {
-    18: ("file format write version", frozenset({1, 2})),
-    19: ("file format read version", frozenset({1, 2})),
-    20: ("reserved space per page", frozenset({0})),
-    21: ("maximum payload fraction", frozenset({64})),
-    22: ("minimum payload fraction", frozenset({32})),
-    23: ("leaf payload fraction", frozenset({32})),
-}
-_HEADER_WORD_RULES: dict[int, tuple[str, frozenset[int]]] = {
-    44: ("schema format", frozenset({0, 1, 2, 3, 4})),  # 0: tables only in the WAL yet
-    52: ("auto-vacuum root page", frozenset({0})),
-    56: ("text encoding", frozenset({0, 1})),  # 0: as for the schema format
-    64: ("incremental vacuum flag", frozenset({0})),
-}
-
-
-def _header_problem(header: bytes) -> str | None:
-    if header[:16] != _MAGIC:
-        return None  # SQLite reports "file is not a database" itself (NOTADB)
-    page_size = int.from_bytes(header[16:18], "big")
-    if page_size != 1 and (page_size < 512 or page_size & (page_size - 1)):
-        return f"names page size {page_size}"
-    if header[18] != header[19]:
-        return f"names read version {header[19]} but write version {header[18]}"
-    for offset, (what, allowed) in _HEADER_BYTE_RULES.items():
-        if header[offset] not in allowed:
-            return f"has {what} {header[offset]} at byte {offset}"
-    for offset, (what, allowed) in _HEADER_WORD_RULES.items():
-        value = int.from_bytes(header[offset : offset + 4], "big")
-        if value not in allowed:
-            return f"has {what} {value} at byte {offset}"
-    if any(header[72:92]):
-        return "has bytes set in its reserved area (72-91)"
-    return None
-
-
-def _file_of(url: str) -> Path | None:
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
-        return None
-    rest = url[len(prefix) :].split("?", 1)[0]
-    return Path(rest) if rest and rest != ":memory:" else None
-
-
-def _code(exc: sqlite3.Error) -> int:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return int(code) & 0xFF if code is not None else -1
-
-
-def _where(details: dict[str, Any]) -> str:
+def where(details: dict[str, Any]) -> str:
+    """The record an error happened at, as text for its message."""
     parts = [f"{k}={v}" for k, v in details.items() if v is not None]
     return ", ".join(parts) if parts else "no record context"
 
@@ -343,19 +141,34 @@ def dialect_for(url_or_path: str | Path, busy_timeout_s: float = DEFAULT_BUSY_TI
     """Pick the dialect for a URL (``sqlite:///...``) or a plain file path."""
     text = str(url_or_path)
     if "://" not in text:
+        from turnkeeper.store._dialect_sqlite import SqliteDialect
+
         path = Path(text).expanduser().resolve()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file where a directory should be, no permission ...
+            raise Unavailable(
+                f"database unavailable: cannot make {path.parent}: {exc.strerror or exc}",
+                reason="database_unavailable",
+                details={"path": str(path)},
+            ) from exc
         return SqliteDialect(f"sqlite:///{path}", busy_timeout_s)
     scheme = text.split("://", 1)[0].split("+", 1)[0]
     if scheme == "sqlite":
+        from turnkeeper.store._dialect_sqlite import SqliteDialect
+
         if text in ("sqlite://", "sqlite:///:memory:"):
             # Each pooled connection would see its own empty database.
             raise InvalidArgument(
                 "in-memory SQLite cannot back a durable store", reason="unsupported_backend"
             )
         return SqliteDialect(text, busy_timeout_s)
+    if scheme in ("postgresql", "postgres"):
+        from turnkeeper.store._dialect_postgres import PostgresDialect
+
+        return PostgresDialect(text, busy_timeout_s)
     raise InvalidArgument(
-        f"no store backend for {scheme!r} yet",
+        f"no store backend for {scheme!r} (use sqlite:///PATH or postgresql://...)",
         reason="unsupported_backend",
         details={"scheme": scheme},
     )

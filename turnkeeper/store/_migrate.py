@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from turnkeeper.errors import DataLoss, FailedPrecondition
-from turnkeeper.store._dialect import WRITE_OPTION, Dialect
+from turnkeeper.store._dialect import Dialect
 
 # Every revision this code knows, oldest first; the last is the head. A test
 # checks this list against the scripts in migrations/versions.
@@ -121,9 +121,10 @@ def _upgrade(engine: Engine, dialect: Dialect) -> None:
 
     with (
         _ALEMBIC_LOCK,
-        engine.connect().execution_options(**{WRITE_OPTION: True}) as conn,
+        engine.connect().execution_options(**dialect.write_options()) as conn,
         conn.begin(),
     ):
+        dialect.lock_migrations(conn)
         # Re-read under the write lock: another process may have migrated meanwhile.
         if _current_in_tx(conn, dialect) == HEAD_REVISION:
             return

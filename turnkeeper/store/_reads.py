@@ -14,7 +14,7 @@ from sqlalchemy import Engine, Executable, Row, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from turnkeeper.errors import DataLoss, TurnkeeperError
-from turnkeeper.store._dialect import WRITE_OPTION, Dialect
+from turnkeeper.store._dialect import Dialect
 from turnkeeper.store._schema import events, projections
 
 # A result row of any width (SQLAlchemy 2.1 types rows by their column tuple).
@@ -70,8 +70,8 @@ _PREFIX_SCAN = (
     " WHERE substr(entity_id, 1, ?) = ?"
 )
 _INDEX_PAGE_SQL = (
-    "SELECT rowid, entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
-    " WHERE rowid > ? ORDER BY rowid LIMIT ?"
+    "SELECT {row_key}, entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
+    " WHERE {row_key} > ? ORDER BY {row_key} LIMIT ?"
 )
 
 
@@ -204,6 +204,7 @@ class Reader:
         return sql.format(
             projections=self.dialect.unindexed("projections"),
             entity_index=self.dialect.unindexed("entity_index"),
+            row_key=self.dialect.row_key,
         )
 
     def stream_ids(self, after: str | None, limit: int) -> list[str]:
@@ -239,9 +240,10 @@ class Reader:
         sql = self._scan(_PREFIX_SCAN)
         return self.driver_rows(sql, (len(prefix), prefix), prefix=prefix, record="index")
 
-    def index_page(self, after_rowid: int, limit: int) -> list[Any]:
-        """A page of entity index rows in table order: ``(rowid, entity_id, stream_id,
-        entity_kind, checksum)``."""
+    def index_page(self, after_rowid: Any, limit: int) -> list[Any]:
+        """A page of entity index rows in table order: ``(row key, entity_id, stream_id,
+        entity_kind, checksum)``; the row key is the dialect's ``row_key``, and the
+        first page starts after its ``first_row_key``."""
         return self.driver_rows(self._scan(_INDEX_PAGE_SQL), (after_rowid, limit), record="index")
 
     def replace_projection(
@@ -277,7 +279,7 @@ class Reader:
             stmt = stmt.values(created_at=created[0], created_check=created[1])
         with (
             self.errors(stream_id=stream_id, record="projection"),
-            self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn,
+            self.engine.connect().execution_options(**self.dialect.write_options()) as conn,
             conn.begin(),
         ):
             return conn.execute(stmt).rowcount == 1

@@ -120,7 +120,7 @@ class IndexCheck:
     def _scan(self, reader: Reader) -> tuple[dict[str, _Tally], list[Mismatch]]:
         found: dict[str, _Tally] = {}
         damaged: list[Mismatch] = []
-        after = 0
+        after = reader.dialect.first_row_key
         while True:
             page = reader.index_page(after, _PAGE)
             for _rowid, entity_id, stream_id, kind, checksum in page:
@@ -145,6 +145,6 @@ class IndexCheck:
                 return found, damaged
             # Pages are read by rowid ascending: each one must start past the last, or
             # a damaged rowid order would have the scan read the same page forever.
-            if int(page[-1][0]) <= after:
-                raise DataLoss("the entity index's row order is damaged (rowids do not rise)")
-            after = int(page[-1][0])
+            if not page[-1][0] > after:
+                raise DataLoss("the entity index's row order is damaged (row keys do not rise)")
+            after = page[-1][0]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import _thread
 import threading
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,11 +98,13 @@ class _RequestFailedError(Exception):
 class GroupCommitWriter:
     """Serializes appends onto one DBAPI connection, sharing commits between threads."""
 
-    def __init__(self, dbapi_connection: Any, dialect: Dialect) -> None:
-        self._conn = dbapi_connection
+    def __init__(self, connect: Callable[[], Any], dialect: Dialect) -> None:
+        """``connect`` returns a pooled connection (SQLAlchemy's proxy) for the writer
+        to own: called now, and again after the database dropped the last one."""
+        self._connect = connect
         self._dialect = dialect
-        self._cur: DBAPICursor = dbapi_connection.cursor()
-        dialect.prepare_writer(self._cur)
+        self._proxy: Any = None
+        self._cur: DBAPICursor = self._open()
         q = dialect.sql
         self._sql = {
             name: q(stmt)
@@ -120,7 +123,7 @@ class GroupCommitWriter:
         self._queue: list[AppendRequest] = []
         self._leading = False
         self._closed = False
-        self._durable = True  # what the connection's commits currently wait for
+        self._broken = False  # the database dropped the connection (see _commit_batch)
         # The fast path writes every projection before any event: the heads it
         # wrote so far in this batch, which the events table does not show yet.
         self._pending: dict[str, int] = {}
@@ -175,13 +178,37 @@ class GroupCommitWriter:
             self._closed = True
             while self._leading or self._queue:
                 self._idle.wait()
-        self._cur.close()
+        self._close_connection()
+
+    def _open(self) -> DBAPICursor:
+        self._proxy = self._connect()
+        cur: DBAPICursor = self._proxy.driver_connection.cursor()
+        self._dialect.prepare_writer(cur)
+        self._durable = True  # a new connection commits durably until told otherwise
+        return cur
+
+    def _close_connection(self) -> None:
+        proxy, self._proxy = self._proxy, None
+        if proxy is None:
+            return
+        with suppress(Exception):
+            self._cur.close()
+        # A connection the database dropped is discarded, not returned to the pool.
+        with suppress(Exception):
+            if self._broken:
+                proxy.invalidate()
+            else:
+                proxy.close()
 
     # -- the leader's work -------------------------------------------------------------
 
     def _commit_batch(self, batch: list[AppendRequest]) -> None:
-        cur = self._cur
+        committing = False
         try:
+            if self._proxy is None:
+                self._broken = False
+                self._cur = self._open()  # the database came back (or not: typed below)
+            cur = self._cur
             # One durable request makes the whole shared commit wait for the disk.
             durable = any(r.durable for r in batch)
             if durable != self._durable:
@@ -196,16 +223,25 @@ class GroupCommitWriter:
                 self._dialect.begin_write(cur)
                 self._safe_path(batch)
             if any(r.error is None for r in batch):
+                committing = True
                 cur.execute("COMMIT")
                 self.commits += 1
                 self.committed_requests += sum(1 for r in batch if r.error is None)
             else:
                 cur.execute("ROLLBACK")
         except BaseException as exc:
-            self._rollback_quietly()
+            if self._dialect.is_disconnect(exc):
+                # Nothing more can run on this connection: the next batch opens another.
+                self._broken = True
+                self._close_connection()
+            else:
+                self._rollback_quietly()
             for req in batch:
                 if req.error is None:
                     req.error = self._typed(exc, req)
+                    if committing and self._broken and isinstance(req.error, TurnkeeperError):
+                        # The COMMIT was sent and its answer lost: it may have landed.
+                        req.error.details["commit_outcome"] = "unknown"
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt & co: waiters got an error, now propagate
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from turnkeeper.store.records import (
     EventRecord,
@@ -103,6 +104,22 @@ class EventStore(ABC):
     @abstractmethod
     def repair(self, folder: ProjectionFolder) -> RepairReport:
         """Rebuild mismatched projections from their events, then verify again."""
+
+    def now(self) -> datetime:
+        """The time on the database's clock (UTC): what leases and claims expire by, so
+        that workers on machines whose clocks differ still agree."""
+        return datetime.now(UTC)
+
+    def signal_work(self) -> None:  # noqa: B027 -- a backend without wake-ups has nothing to do
+        """Wake workers waiting in :meth:`wait_for_work` (best effort: they poll too)."""
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for :meth:`signal_work` from any process; True if
+        woken early. The default only sleeps: waiters fall back to polling."""
+        import time
+
+        time.sleep(max(0.0, timeout_s))
+        return False
 
     @abstractmethod
     def close(self) -> None:

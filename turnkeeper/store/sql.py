@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -51,6 +52,10 @@ from turnkeeper.store.records import (
     VerifyReport,
 )
 
+# How often the offset between this machine's clock and the database's is read again
+# (between reads, time on the database's clock is this machine's plus the offset).
+CLOCK_RESAMPLE_S = 10.0
+
 
 class SqlEventStore(EventStore):
     """An :class:`EventStore` on a SQL database. Thread-safe; one instance per process is
@@ -64,12 +69,15 @@ class SqlEventStore(EventStore):
         self._reader = Reader(self._engine, self._dialect)
         self._close_lock = threading.Lock()
         self._closed = False
+        self._wakeups = self._dialect.wakeups()
+        self._clock_lock = threading.Lock()
+        self._offset_us = 0
+        self._offset_read_at = -float("inf")
         try:
             with self._reader.errors(operation="open"):
                 self._dialect.check_file()
                 ensure_schema(self._engine, self._dialect)
-                self._raw = self._engine.raw_connection()
-            self._writer = GroupCommitWriter(self._raw.driver_connection, self._dialect)
+                self._writer = GroupCommitWriter(self._engine.raw_connection, self._dialect)
         except BaseException:
             self._engine.dispose()
             raise
@@ -213,6 +221,28 @@ class SqlEventStore(EventStore):
         self._check_open()
         return _verify.repair(self._reader, folder)
 
+    # -- the database's clock and wake-ups ----------------------------------------------
+
+    def now(self) -> datetime:
+        if not self._dialect.own_clock:
+            return datetime.now(UTC)
+        with self._clock_lock:
+            if time.monotonic() - self._offset_read_at > CLOCK_RESAMPLE_S:
+                with self._reader.errors(operation="clock"), self._engine.connect() as conn:
+                    self._offset_us = self._dialect.clock_offset_us(conn)
+                self._offset_read_at = time.monotonic()
+            offset = self._offset_us
+        return datetime.now(UTC) + timedelta(microseconds=offset)
+
+    def signal_work(self) -> None:
+        if self._wakeups is not None:
+            self._wakeups.signal()
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        if self._wakeups is None:
+            return super().wait_for_work(timeout_s)
+        return self._wakeups.wait(timeout_s)
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self) -> None:
@@ -220,10 +250,11 @@ class SqlEventStore(EventStore):
             if self._closed:
                 return
             self._closed = True
-        self._writer.close()  # queued appends commit first
         try:
-            self._raw.close()
+            self._writer.close()  # queued appends commit first
         finally:
+            if self._wakeups is not None:
+                self._wakeups.close()
             self._engine.dispose()
 
     def __enter__(self) -> SqlEventStore:
@@ -313,6 +344,18 @@ def _prepare(
         events=rows,
         index=index_rows,
     )
+
+
+def display_url(url: str) -> str:
+    """A database URL fit to show: its password, if any, masked."""
+    if "://" not in url or "@" not in url.split("://", 1)[1].split("/", 1)[0]:
+        return url
+    from sqlalchemy.engine.url import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not parseable: show only its scheme
+        return url.split("://", 1)[0] + "://…"
 
 
 def open_store(

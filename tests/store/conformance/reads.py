@@ -1,0 +1,90 @@
+"""Reads: ranges, unknown streams, freshness across connections, id prefixes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from tests.store.toy import KIND, add, state_of
+from turnkeeper.errors import InvalidArgument
+from turnkeeper.store import EventStore, IndexEntry, NewEvent
+
+
+@pytest.fixture
+def filled(store: EventStore) -> EventStore:
+    add(store, "long", list(range(1, 13)))
+    add(store, "long", [100, 200], expected=12)  # a second append: seqs 13, 14
+    add(store, "short", [7])
+    add(store, "long-neighbour", [1, 2])  # a prefix match must not leak its rows
+    return store
+
+
+def test_the_public_reads_on_known_empty_and_unknown_streams(filled: EventStore) -> None:
+    assert filled.head("long") == 14
+    assert filled.head("short") == 1
+    assert filled.head("unknown:stream") == 0
+    assert filled.read_projection("unknown:stream") is None
+    assert filled.read_stream("unknown:stream") == []
+    assert [e.seq for e in filled.read_stream("long", after_seq=12)] == [13, 14]
+    assert [e.seq for e in filled.read_stream("long", after_seq=2, limit=3)] == [3, 4, 5]
+    assert filled.read_stream("long", limit=0) == []
+    assert [e.seq for e in filled.read_stream("long", after_seq=10, limit=100)] == [
+        11,
+        12,
+        13,
+        14,
+    ]
+    assert filled.read_stream("long", after_seq=20) == []
+    assert [e.seq for e in filled.read_stream("long-neighbour")] == [1, 2]
+    projection = filled.read_projection("long")
+    assert projection is not None
+    assert (projection.kind, projection.head_seq) == (KIND, 14)
+    assert projection.state == state_of([*range(1, 13), 100, 200])
+
+
+def test_reads_see_an_append_made_through_another_store(
+    filled: EventStore, open_new: Callable[[], EventStore]
+) -> None:
+    # Pooled read connections must not keep a snapshot open across reads.
+    other = open_new()
+    assert filled.head("short") == 1
+    assert filled.read_projection("short") is not None
+    add(other, "short", [8], expected=1)
+    assert filled.head("short") == 2
+    projection = filled.read_projection("short")
+    assert projection is not None and projection.head_seq == 2
+    assert [e.seq for e in filled.read_stream("short")] == [1, 2]
+
+
+def _register(store: EventStore, stream: str, entries: list[IndexEntry]) -> None:
+    event = NewEvent(type="counter.added", schema_version=1, payload='{"n": 1}')
+    state = json.dumps({"count": 1, "sum": 1}, sort_keys=True)
+    store.append(stream, KIND, 0, [event], state, 1, entries)
+
+
+def test_a_prefix_names_the_ids_of_its_kind_in_order(store: EventStore) -> None:
+    _register(
+        store,
+        "s1",
+        [
+            IndexEntry(entity_id="todo-b2", entity_kind="todo"),
+            IndexEntry(entity_id="todo-a1", entity_kind="todo"),
+            IndexEntry(entity_id="todo-gate", entity_kind="gate"),
+        ],
+    )
+    _register(store, "s2", [IndexEntry(entity_id="todo-a10", entity_kind="todo")])
+    assert store.lookup_prefix("todo-", "todo") == ["todo-a1", "todo-a10", "todo-b2"]
+    assert store.lookup_prefix("todo-a1", "todo") == ["todo-a1", "todo-a10"]
+    assert store.lookup_prefix("todo-", "gate") == ["todo-gate"]
+    assert store.lookup_prefix("todo-c", "todo") == []
+    # A prefix is compared character by character, not as a LIKE pattern.
+    assert store.lookup_prefix("todo-%", "todo") == []
+    assert store.lookup_prefix("todo-_1", "todo") == []
+
+
+def test_an_empty_prefix_is_refused(store: EventStore) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        store.lookup_prefix("", "todo")
+    assert err.value.reason == "empty_id"

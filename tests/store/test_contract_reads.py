@@ -1,0 +1,3 @@
+"""The EventStore contract (tests/store/conformance/reads.py) on every backend in BACKENDS."""
+
+from tests.store.conformance.reads import *  # noqa: F403

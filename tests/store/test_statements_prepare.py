@@ -1,0 +1,190 @@
+"""Every SQL statement the store package issues compiles against the migrated schema.
+
+The statements are collected from the source of ``turnkeeper/store/*.py``: every
+string literal (and every module-level string) that starts with SELECT, INSERT,
+UPDATE or DELETE, with its ``{placeholder}`` table names filled in as the reader
+fills them. Each is then compiled without running: ``PREPARE`` on PostgreSQL (its
+``?`` placeholders converted as the dialect converts them, then numbered ``$1..$n``
+as psycopg does for the server), ``EXPLAIN`` on SQLite. A statement naming a column
+or table the migrations do not create fails here, not at the first call in
+production. A backend's own modules (``_dialect_sqlite``,
+``_dialect_postgres``, ``pg_admin``) are compiled on that backend only.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import sqlite3
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests import pg
+from tests.store.conftest import Backend
+from turnkeeper.store import _reads, _writer, open_store
+from turnkeeper.store._dialect import Dialect, dialect_for
+
+STORE_DIR = Path(__file__).resolve().parents[2] / "turnkeeper" / "store"
+# Upper case, then a space: the store spells its SQL that way (a dict key "insert" is
+# not a statement).
+_STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE)\s")
+
+
+@dataclass(frozen=True)
+class Statement:
+    module: str
+    sql: str  # as written: ``?`` placeholders, ``{table}`` names unfilled
+
+
+def _is_statement(value: object) -> bool:
+    return isinstance(value, str) and _STATEMENT.match(value) is not None
+
+
+def only_on(module: str) -> str | None:
+    """The one backend a module's SQL is written for (None: every backend)."""
+    if "sqlite" in module:
+        return "sqlite"
+    if "postgres" in module or module.startswith("pg_"):
+        return "postgresql"
+    return None
+
+
+def collect() -> list[Statement]:
+    found: dict[tuple[str, str], Statement] = {}
+    for path in sorted(STORE_DIR.glob("*.py")):
+        module = path.stem
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # The literal pieces of an f-string are fragments, not statements.
+        fragments = {
+            id(part)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.JoinedStr)
+            for part in node.values
+        }
+        for node in ast.walk(tree):
+            if (
+                id(node) not in fragments
+                and isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and _is_statement(node.value)
+            ):
+                found[(module, node.value)] = Statement(module, node.value)
+        # Module-level strings built by expressions (``A + B``) exist only at runtime.
+        for value in vars(importlib.import_module(f"turnkeeper.store.{module}")).values():
+            if _is_statement(value):
+                found[(module, value)] = Statement(module, value)
+    return list(found.values())
+
+
+def composed() -> list[Statement]:
+    """Statements the reader builds from the constants at call time (``events``,
+    ``projection_unindexed``)."""
+    return [
+        Statement("_reads", _reads._EVENTS_SQL + " AND seq <= ? ORDER BY seq LIMIT ?"),
+        Statement("_reads", _reads._EVENTS_SQL + " ORDER BY seq"),
+        Statement("_reads", _reads._PROJECTION_SCAN + " WHERE stream_id = ?"),
+    ]
+
+
+def filled(sql: str, dialect: Dialect) -> str:
+    """``{projections}``/``{entity_index}``/``{row_key}`` as the reader fills them in."""
+    values: dict[str, str] = {}
+    for _, name, _, _ in string.Formatter().parse(sql):
+        if name is None:
+            continue
+        if name == "row_key":
+            values[name] = str(dialect.row_key)
+        elif name in ("events", "projections", "entity_index"):
+            values[name] = dialect.unindexed(name)
+        else:
+            raise AssertionError(f"unknown placeholder {{{name}}} in {sql!r}: teach this test")
+    return sql.format(**values) if values else sql
+
+
+def numbered(sql: str) -> str:
+    """``%s`` placeholders (the dialect's) as the server's ``$1, $2, ...``."""
+    counter = iter(range(1, sql.count("%s") + 1))
+    return re.sub(r"%s", lambda _m: f"${next(counter)}", sql)
+
+
+def statements_for(backend: Backend) -> list[Statement]:
+    return [s for s in [*collect(), *composed()] if only_on(s.module) in (None, backend.name)]
+
+
+@pytest.fixture
+def compile_sql(backend: Backend) -> Callable[[str], None]:
+    """Compile one collected statement against the backend's migrated schema, or raise."""
+    open_store(backend.url).close()  # migrated to head
+    dialect = dialect_for(backend.url)
+
+    if backend.file is not None:
+        path = backend.file
+
+        def compile_sqlite(sql: str) -> None:
+            text = filled(sql, dialect)
+            conn = sqlite3.connect(path)
+            try:
+                conn.execute("EXPLAIN " + text, (None,) * text.count("?"))
+            finally:
+                conn.close()
+
+        return compile_sqlite
+
+    def compile_postgres(sql: str) -> None:
+        text = numbered(dialect.sql(filled(sql, dialect)))
+        with pg.admin_connect(backend.url) as conn:
+            conn.execute(f"PREPARE tk_check AS {text}")
+            conn.execute("DEALLOCATE tk_check")
+
+    return compile_postgres
+
+
+def test_the_collector_finds_the_hot_statements(backend: Backend) -> None:
+    found = {s.sql for s in statements_for(backend)}
+    hot = [
+        _writer._UPDATE_PROJECTION,
+        _writer._INSERT_PROJECTION,
+        _writer._INSERT_EVENT,
+        _writer._INSERT_INDEX,
+        _writer._SELECT_EVENTS_HEAD,
+        _reads._EVENTS_SQL,
+        _reads._HEAD_SQL,
+        _reads._PROJECTION_SQL,
+        _reads._LOOKUP_SQL,
+        _reads._PREFIX_SCAN,
+        _reads._INDEX_PAGE_SQL,
+    ]
+    assert [sql for sql in hot if sql not in found] == []
+    assert len(found) >= 20
+
+
+def test_every_store_statement_compiles(
+    backend: Backend, compile_sql: Callable[[str], None]
+) -> None:
+    failures = []
+    checked = 0
+    for statement in statements_for(backend):
+        try:
+            compile_sql(statement.sql)
+        except (sqlite3.Error, psycopg.Error) as exc:
+            failures.append(f"{statement.module}: {statement.sql!r}: {exc}")
+        checked += 1
+    assert checked >= 20
+    assert failures == []
+
+
+def test_a_statement_naming_a_missing_column_fails_the_check(
+    compile_sql: Callable[[str], None],
+) -> None:
+    # The check itself: what it does to a real statement with one column misspelt.
+    compile_sql(_reads._EVENTS_SQL)
+    with pytest.raises((sqlite3.Error, psycopg.Error), match="payloadx"):
+        compile_sql(_reads._EVENTS_SQL.replace("payload", "payloadx"))
+    with pytest.raises((sqlite3.Error, psycopg.Error)):
+        compile_sql(_writer._INSERT_EVENT.replace("recorded_at", "recorded_on"))

@@ -1,0 +1,208 @@
+"""The PostgreSQL dialect (psycopg 3): SQLSTATE error mapping, the schema as the catalog
+describes it, an advisory lock around migrations, and the database's clock.
+
+Transactions run at READ COMMITTED. That is enough for the append path because every
+head check is one conditional statement (``UPDATE ... WHERE head_seq = ?`` or ``INSERT
+... ON CONFLICT DO NOTHING``): a second writer at the same head waits for the first to
+commit, re-reads the row and matches nothing, so exactly one of them wins and the other
+gets ``StreamConflict``; the (stream, seq) key of the events is the backstop.
+Statements are prepared on first use (``prepare_threshold=0``); ``executemany`` runs in
+psycopg's pipeline mode, one round trip for a batch of events.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine.url import make_url
+from sqlalchemy.exc import DBAPIError
+
+from turnkeeper.errors import DataLoss, InvalidArgument, TurnkeeperError, Unavailable
+from turnkeeper.store._dialect import DBAPICursor, Dialect, where
+from turnkeeper.store._wakeups import PostgresWakeups
+
+# Any 64-bit number of our own: pg_advisory_xact_lock serialises migrations with it.
+_MIGRATION_LOCK_KEY = 0x746B_6D69_6772_6174  # "tkmigrat"
+_STAMP_PREFIX = "turnkeeper-schema-stamp="
+CONNECT_TIMEOUT_S = 5
+
+# SQLSTATEs (PostgreSQL's errcodes): what each means for a caller.
+_GONE = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now
+_TRANSIENT = {
+    "40001": "database_conflict",  # serialization failure: retry
+    "40P01": "database_conflict",  # deadlock detected: retry
+    "55P03": "database_locked",  # lock not available
+    "57014": "database_timeout",  # statement timeout / cancelled
+    "25006": "database_read_only",  # a standby, or a read-only transaction
+}
+_CORRUPT = ("XX001", "XX002")  # data corrupted, index corrupted
+_SCHEMA = ("42P01", "42703", "42704")  # undefined table, column, object
+_BAD_TEXT = ("22021", "22P05")  # a character the encoding cannot hold (NUL)
+
+_SCHEMA_SQL = """
+SELECT 'table', table_name::text, table_name::text, ''
+  FROM information_schema.tables WHERE table_schema = current_schema()
+UNION ALL
+SELECT 'column', table_name || '.' || column_name, data_type,
+       is_nullable || ' ' || coalesce(column_default, '')
+  FROM information_schema.columns WHERE table_schema = current_schema()
+UNION ALL
+SELECT 'index', indexname::text, tablename::text,
+       replace(indexdef, current_schema() || '.', '')
+  FROM pg_indexes WHERE schemaname = current_schema()
+UNION ALL
+SELECT 'constraint', conname::text, conrelid::regclass::text, pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+ORDER BY 1, 2
+"""
+
+
+class PostgresDialect(Dialect):
+    name = "postgresql"
+    row_key = "entity_id"  # no rowid: verify pages through the index in key order
+    first_row_key: Any = ""
+    own_clock = True
+
+    def __init__(self, url: str, busy_timeout_s: float) -> None:
+        super().__init__(url, busy_timeout_s)
+        try:
+            parsed = make_url(url)
+        except Exception as exc:
+            raise InvalidArgument(f"not a database URL: {exc}", reason="bad_database_url") from exc
+        self._engine_url = parsed.set(drivername="postgresql+psycopg")
+
+    def create_engine(self) -> Engine:
+        return create_engine(
+            self._engine_url,
+            # Prepared on first use: the hot statements are parsed and planned once.
+            connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "prepare_threshold": 0},
+            pool_size=8,
+            max_overflow=24,
+            # A server restart leaves dead connections in the pool: test before use.
+            pool_pre_ping=True,
+            # Reads run outside transactions: one statement each, and psycopg keeps its
+            # prepared statements (a rollback on every return to the pool drops them).
+            # Writes that need a transaction ask for one (write_options).
+            isolation_level="AUTOCOMMIT",
+        )
+
+    def write_options(self) -> dict[str, Any]:
+        return {**super().write_options(), "isolation_level": "READ COMMITTED"}
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+    def prepare_writer(self, cursor: DBAPICursor) -> None:
+        # The writer issues BEGIN/COMMIT itself, as on SQLite.
+        cursor.connection.autocommit = True  # type: ignore[attr-defined]
+
+    def begin_write(self, cursor: DBAPICursor) -> None:
+        cursor.execute("BEGIN")
+
+    def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
+        # off: the commit returns before the WAL is flushed (a server crash may lose the
+        # last few hundred milliseconds, never half a transaction).
+        cursor.execute(f"SET synchronous_commit TO {'on' if durable else 'off'}")
+
+    def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
+        if isinstance(exc, DBAPIError) and exc.orig is not None:
+            exc = exc.orig
+        if not isinstance(exc, psycopg.Error):
+            return None
+        state = exc.sqlstate or ""
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        info = {**details, "driver_error": text, "sqlstate": state or None}
+        if state in _CORRUPT:
+            return DataLoss(
+                f"database data is damaged: {text} ({where(details)})",
+                reason="database_corrupt",
+                details=info,
+            )
+        if state in _SCHEMA:
+            return DataLoss(
+                f"database schema is damaged: {text} ({where(details)})",
+                reason="schema_damaged",
+                details=info,
+            )
+        if state in _BAD_TEXT:
+            return InvalidArgument(
+                f"text the database cannot store: {text}", reason="bad_text", details=info
+            )
+        if state in _TRANSIENT:
+            return Unavailable(f"database busy: {text}", reason=_TRANSIENT[state], details=info)
+        if self.is_disconnect(exc) or state.startswith("53"):
+            return Unavailable(
+                f"database unavailable: {text}", reason="database_unavailable", details=info
+            )
+        return None
+
+    def is_disconnect(self, exc: BaseException) -> bool:
+        if isinstance(exc, DBAPIError) and exc.orig is not None:
+            exc = exc.orig
+        if isinstance(exc, psycopg.InterfaceError):
+            return True  # the connection is closed
+        if not isinstance(exc, psycopg.OperationalError):
+            return False
+        state = exc.sqlstate or ""
+        # No SQLSTATE: the server never answered (refused, reset, timed out).
+        return not state or state.startswith("08") or state in _GONE
+
+    def schema_description(self, conn: Connection) -> list[tuple[str, ...]]:
+        rows = conn.exec_driver_sql(_SCHEMA_SQL).all()
+        return [tuple(str(v) for v in row) for row in rows]
+
+    def read_stamp(self, conn: Connection) -> int:
+        comment = conn.exec_driver_sql(
+            "SELECT obj_description(to_regclass('alembic_version'), 'pg_class')"
+        ).scalar()
+        if comment is None:
+            return 0
+        text = str(comment)
+        if not text.startswith(_STAMP_PREFIX) or not text[len(_STAMP_PREFIX) :].isdigit():
+            return -1  # matches no stamp: the schema check calls it damaged
+        return int(text[len(_STAMP_PREFIX) :])
+
+    def write_stamp(self, conn: Connection, stamp: int) -> None:
+        # A comment on the version table: transactional like the migration, and outside
+        # the description the stamp is computed over.
+        conn.exec_driver_sql(f"COMMENT ON TABLE alembic_version IS '{_STAMP_PREFIX}{int(stamp)}'")
+
+    def integrity_problems(self, conn: Connection) -> list[str]:
+        # The server checks its pages itself (data checksums, where the cluster has them);
+        # the amcheck extension, where installed, checks the B-tree indexes too.
+        installed = conn.exec_driver_sql(
+            "SELECT 1 FROM pg_extension WHERE extname = 'amcheck'"
+        ).scalar()
+        if not installed:
+            return []
+        problems: list[str] = []
+        names = conn.exec_driver_sql(
+            "SELECT c.oid, c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE c.relnamespace = current_schema()::regnamespace ORDER BY c.relname"
+        ).all()
+        for oid, name in names:
+            try:
+                with conn.begin_nested():
+                    conn.exec_driver_sql(f"SELECT bt_index_check({int(oid)})")
+            except DBAPIError as exc:
+                problems.append(f"index {name}: {exc.orig}")
+        return problems
+
+    def wakeups(self) -> PostgresWakeups:
+        conninfo = self._engine_url.set(drivername="postgresql")
+        return PostgresWakeups(conninfo.render_as_string(hide_password=False), CONNECT_TIMEOUT_S)
+
+    def lock_migrations(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+
+    def clock_offset_us(self, conn: Connection) -> int:
+        before = time.time_ns() // 1000
+        db_now = conn.exec_driver_sql(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+        ).scalar()
+        after = time.time_ns() // 1000
+        return int(db_now) - (before + after) // 2 if db_now is not None else 0
