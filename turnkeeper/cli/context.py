@@ -27,6 +27,15 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON.")
+# Where a session's workspace lives, or where a worker runs: a name of the user's own
+# (a machine, a shared volume). Workers drive only the sessions of their site.
+SiteOption = typer.Option(
+    None,
+    "--site",
+    envvar="TURNKEEPER_SITE",
+    help="Where the workspace lives / the worker runs (default $TURNKEEPER_SITE; none: "
+    "any worker without a site). Workers drive only sessions of their own site.",
+)
 
 
 def default_owner() -> str:

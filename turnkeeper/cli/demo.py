@@ -38,14 +38,14 @@ def _step(text: str) -> None:
     console.rule(f"[bold cyan]{text}")
 
 
-def _set_up(repo: Path) -> str:
+def _set_up(repo: Path, database_url: str | None) -> str:
     from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
     from turnkeeper.runtime.goals import GoalService
     from turnkeeper.runtime.project import init_project
     from turnkeeper.runtime.sessions import SessionService
     from turnkeeper.store import open_store
 
-    project, _ = init_project(repo)
+    project, _ = init_project(repo, database_url)
     store = open_store(project.database_url)
     try:
         goals = GoalService(store)
@@ -188,7 +188,15 @@ def _show_outcome(repo: Path, session_id: str) -> bool:
         store.close()
 
 
-def demo(keep: bool = typer.Option(False, help="Keep the throwaway directory.")) -> None:
+def demo(
+    keep: bool = typer.Option(False, help="Keep the throwaway directory (and database)."),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="Run on this PostgreSQL server instead of SQLite: the demo creates a "
+        "database of its own there (postgresql://USER@HOST/ANY) and drops it at the end.",
+    ),
+) -> None:
     """Watch a goal survive crashes: its agent and the control plane SIGKILLed mid-turn.
 
     Runs in a throwaway git repository (removed afterwards unless --keep), with the
@@ -198,15 +206,24 @@ def demo(keep: bool = typer.Option(False, help="Keep the throwaway directory."))
     """
     from rich.panel import Panel
 
+    from turnkeeper.store.pg_admin import create_scratch_database, drop_database
+    from turnkeeper.store.sql import display_url
+
+    scratch = create_scratch_database(database_url) if database_url else None
     root = Path(tempfile.mkdtemp(prefix="turnkeeper-demo-"))
     repo = make_repository(root)
     ok = False
+    where = (
+        f"{display_url(scratch)} (PostgreSQL)"
+        if scratch
+        else f"{repo}/.turnkeeper/turnkeeper.db (SQLite, WAL)"
+    )
     try:
-        session_id = _set_up(repo)
+        session_id = _set_up(repo, scratch)
         console.print(
             Panel(
                 f"throwaway repository: {repo}\n"
-                f"store: {repo}/.turnkeeper/turnkeeper.db (SQLite, WAL)\n"
+                f"store: {where}\n"
                 f"goal {GOAL!r}: 3 todos; session {session_id} with the scripted agent",
                 title="turnkeeper demo",
             )
@@ -216,6 +233,8 @@ def demo(keep: bool = typer.Option(False, help="Keep the throwaway directory."))
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+            if scratch:
+                drop_database(scratch)
     verdict = "[bold green]goal completed through both crashes[/]" if ok else "[bold red]FAILED[/]"
     console.print(Panel(f"{verdict}\n[dim]directory {root}{' kept' if keep else ' removed'}[/]"))
     if not ok:

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 @handles_errors
 def init(
     path: Path = typer.Argument(Path("."), help="The project root."),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="Keep the project's state in this database (postgresql://USER@HOST/DB) instead "
+        "of .turnkeeper/turnkeeper.db; recorded in .turnkeeper/database-url.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Create .turnkeeper/ (and its database) here, and keep it out of git.
@@ -33,16 +39,19 @@ def init(
     """
     from turnkeeper.runtime.project import init_project
     from turnkeeper.store import open_store
+    from turnkeeper.store.sql import display_url
 
-    project, created = init_project(path)
+    if database_url is not None:
+        # Checked (and migrated) before it is recorded: a wrong URL leaves nothing behind.
+        open_store(database_url).close()
+    project, created = init_project(path, database_url)
     open_store(project.database_url).close()  # creates and migrates the schema now
+    shown = display_url(project.database_url)
     if as_json:
-        print_json(
-            {"root": str(project.root), "created": created, "database": project.database_url}
-        )
+        print_json({"root": str(project.root), "created": created, "database": shown})
     else:
         verb = "initialised" if created else "already initialised"
-        console.print(f"{verb} {safe(project.state_dir)}")
+        console.print(f"{verb} {safe(project.state_dir)} (database {safe(shown)})")
 
 
 @handles_errors

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from turnkeeper.cli.arguments import check_run_options
-from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store, parse_json_object
+from turnkeeper.cli.context import (
+    JsonOption,
+    SiteOption,
+    handles_errors,
+    open_project_store,
+    parse_json_object,
+)
 from turnkeeper.cli.output import console, print_json, safe
 from turnkeeper.errors import InvalidArgument
 
@@ -55,6 +61,7 @@ def session_create(
         help="Take no workspace snapshot at completed turns (a workspace that is not a git "
         "repository); the session cannot be reverted.",
     ),
+    site: str | None = SiteOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Bind an agent host to a goal and a workspace (the top of a git repository, or
@@ -74,7 +81,14 @@ def session_create(
     with open_project_store() as (_, store):
         gid = GoalService(store).resolve("goal", goal_id)
         state = create_session(
-            store, gid, workspace, host, config, request_id=rid, snapshots=not no_snapshots
+            store,
+            gid,
+            workspace,
+            host,
+            config,
+            request_id=rid,
+            snapshots=not no_snapshots,
+            site=site or None,
         )
     if as_json:
         print_json({**state.model_dump(mode="json"), "request_id": rid})
@@ -400,6 +414,22 @@ def run(
         "--silence-warning",
         help="Warn when a running host has printed nothing for this many seconds.",
     ),
+    worker: bool = typer.Option(
+        False,
+        "--worker",
+        help="Share the sessions with other workers on this database: claim sessions as "
+        "they become runnable (new, resumed, a dead worker's), until stopped.",
+    ),
+    site: str | None = SiteOption,
+    max_sessions: int = typer.Option(
+        64, min=1, max=4096, help="--worker: sessions this worker holds at once."
+    ),
+    idle_exit: float = typer.Option(
+        0.0, help="--worker: stop after this many seconds with nothing to drive (0: never)."
+    ),
+    poll: float = typer.Option(
+        2.0, help="--worker: seconds between looks for work when nothing wakes it."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Recover every in-flight turn, then drive sessions until their goals are done.
@@ -414,10 +444,16 @@ def run(
     its host keeps failing (backing off in between), or its turns make no progress
     (a replan is raised first); `status` and the summary say why.
 
+    With --worker several `run` processes, on one machine or several, share one
+    database's sessions (docs/postgresql.md): each claims sessions of its --site with a
+    fenced lease, takes over those of a worker that died once its lease expires, and
+    rides out the database going away (it backs off and carries on).
+
     Example:
 
     \b
         turnkeeper run --max-turns 20 --silence-warning 300
+        turnkeeper run --worker --site build-1 --max-sessions 8
     """
     from turnkeeper.cli.run_display import RunDisplay, pick_mode
     from turnkeeper.hosts.base import TurnLimits
@@ -428,6 +464,14 @@ def run(
     check_run_options(lease=lease, host_timeout=host_timeout, max_turns=max_turns)
     check_seconds("--backoff", backoff, low=0.1, high=3600.0)
     check_seconds("--silence-warning", silence_warning, low=0.1, high=7 * 24 * 3600.0)
+    check_seconds("--poll", poll, low=0.05, high=3600.0)
+    if idle_exit:
+        check_seconds("--idle-exit", idle_exit, low=0.1, high=30 * 24 * 3600.0)
+    if worker and session:
+        raise InvalidArgument(
+            "--worker drives whatever sessions are runnable; it takes no --session",
+            reason="worker_with_sessions",
+        )
     config = ControllerConfig(
         lease_seconds=lease,
         host_timeout_seconds=host_timeout,
@@ -455,7 +499,18 @@ def run(
             stop_on_signals(controller, announce=display.note),
             display.showing(controller.monitor),
         ):
-            summary = controller.run(ids)
+            if worker:
+                from turnkeeper.runtime.worker import Worker, WorkerConfig
+
+                shared = WorkerConfig(
+                    site=site or None,
+                    max_sessions=max_sessions,
+                    poll_seconds=poll,
+                    idle_exit_seconds=idle_exit or None,
+                )
+                summary = Worker(controller, shared).run()
+            else:
+                summary = controller.run(ids)
     if as_json:
         summary_json = {
             "turns": summary.turns,

@@ -245,10 +245,50 @@ class Controller:
             with suppress(TurnkeeperError):
                 self.sessions.execute(session_id, ReleaseLease(lease=token))
 
-    def _forget(self, session_id: str) -> None:
-        """Stop renewing a lease that is no longer ours (taken over): nothing to release."""
+    def forget(self, session_id: str) -> None:
+        """Stop renewing a lease that is no longer ours (taken over), or that this
+        controller cannot reach the database to release: nothing to release."""
         if self._tokens.pop(session_id, None) is not None:
             self.driver.lease_keeper.drop(session_id)
+
+    def release_all(self) -> None:
+        for sid in list(self._tokens):
+            self.release(sid)
+
+    def report(self, record: RunRecord) -> None:
+        self._report(record)
+
+    @property
+    def turns_started(self) -> int:
+        return self._slots.started
+
+    def drive_shared(self, sid: str, summary: RunSummary) -> None:
+        """Drive one session as one of several workers (runtime/worker.py): a session
+        another live worker holds is left alone without a word, its lease is given back
+        as soon as it stops, and ``UNAVAILABLE`` reaches the caller, which backs off."""
+        session = self.sessions.load(sid)
+        check_workspaces_not_ahead(self.sessions.store, [session])
+        try:
+            self.acquire(sid)
+        except Aborted as held:
+            # Claimed by another worker between its scan and ours; ``stale_lease``: two
+            # workers took a dead one's lease over at once and the other won.
+            if held.reason in ("lease_held", "stale_lease"):
+                return
+            raise
+        except FailedPrecondition as changed:
+            if changed.reason in _CHANGED_UNDER_US:
+                return  # closed (or suspended, ...) by another since our scan saw it
+            raise
+        try:
+            report = self.recovery.recover(sid)
+            actions = [a.kind for a in report.actions]
+            self._say(sid, "recovered", f"recovered ({', '.join(actions)})", actions=actions)
+            self._drive_turns(sid, summary)
+        except BaseException:
+            self.forget(sid)
+            raise
+        self.release(sid)
 
     # --- the loop --------------------------------------------------------------------
 
@@ -288,23 +328,27 @@ class Controller:
             with self._recovery_slots:
                 if not self._recover(sid, summary):
                     return
-            while True:
-                if self._stop.is_set():
-                    summary.stop(sid, "signalled")
-                    return
-                if self._slots.spent():  # the run's turns are all taken: no more steps
-                    summary.stop(sid, "budget")
-                    return
-                step = self._step_safely(sid, summary)
-                if step.stop is not None:
-                    summary.stop(sid, step.stop, step.reason)
-                    return
-                if step.not_before is not None:
-                    pause = (step.not_before - self.sessions.now()).total_seconds()
-                    self._stop.wait(max(pause, 0.0))
+            self._drive_turns(sid, summary)
         except BaseException as error:
             summary.stop(sid, "error", f"{type(error).__name__}: {error}"[:500])
             raise
+
+    def _drive_turns(self, sid: str, summary: RunSummary) -> None:
+        """Steps of one leased, recovered session until it stops."""
+        while True:
+            if self._stop.is_set():
+                summary.stop(sid, "signalled")
+                return
+            if self._slots.spent():  # the run's turns are all taken: no more steps
+                summary.stop(sid, "budget")
+                return
+            step = self._step_safely(sid, summary)
+            if step.stop is not None:
+                summary.stop(sid, step.stop, step.reason)
+                return
+            if step.not_before is not None:
+                pause = (step.not_before - self.sessions.now()).total_seconds()
+                self._stop.wait(max(pause, 0.0))
 
     def _recover(self, sid: str, summary: RunSummary) -> bool:
         """Take the session's lease and apply the recovery table; False if another live
@@ -350,7 +394,7 @@ class Controller:
             if lost.reason not in (*_TAKEN_FROM_US, "lease_expired"):
                 raise
             holder = self.sessions.load(sid).lease.owner or "nobody"
-            self._forget(sid)
+            self.forget(sid)
             self._say(sid, "lease_lost", f"lease lost to {holder}; no longer driven here")
             return _Next(stop="lease_lost", reason=f"{lost.reason}: {holder}")
         except FailedPrecondition as changed:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from turnkeeper.effects import ProviderLoader, load_provider, split_host_config
-from turnkeeper.errors import TurnkeeperError
+from turnkeeper.errors import TurnkeeperError, Unavailable
 from turnkeeper.hosts import (
     Host,
     HostErrorKind,
@@ -406,6 +406,8 @@ class TurnDriver:
         until = self._sessions.now() + timedelta(seconds=self._config.lease_seconds)
         try:
             self._sessions.execute(sid, RenewLease(lease=self._token(sid), expires_at=until))
+        except Unavailable:
+            return True  # the database is away for now: keep trying, the lease may outlast it
         except (TurnkeeperError, KeyError):
             return False  # fenced off, store gone, lease given up: the turn's writes say so
         return True

@@ -75,9 +75,10 @@ class Submitted:
 
 
 class GoalService:
-    def __init__(self, store: EventStore, clock: Callable[[], datetime] = utc_now):
+    def __init__(self, store: EventStore, clock: Callable[[], datetime] | None = None):
         self._store = store
-        self._clock = clock
+        # Leases and claims expire on the database's clock, which every worker shares.
+        self._clock = clock or store.now
 
     # --- reads ---------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """Where a project's turnkeeper state lives: the ``.turnkeeper/`` directory.
 
 A project is found like git finds a repository: from the working directory
-upwards. ``TURNKEEPER_DIR`` overrides the search (tests, scripts); a
-``TURNKEEPER_DATABASE_URL`` selects another store backend (PostgreSQL).
+upwards. ``TURNKEEPER_DIR`` overrides the search (tests, scripts). The store is the
+SQLite file ``.turnkeeper/turnkeeper.db`` unless ``init --database-url`` recorded
+another (PostgreSQL) in ``.turnkeeper/database-url``; ``TURNKEEPER_DATABASE_URL``
+overrides both.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from turnkeeper.errors import FailedPrecondition
 
 STATE_DIR_NAME = ".turnkeeper"
 DB_FILE_NAME = "turnkeeper.db"
+# The database a project uses when it is not the SQLite file (it may hold a password:
+# written readable by its owner only, inside the git-ignored state directory).
+DATABASE_URL_FILE = "database-url"
 
 
 @dataclass(frozen=True)
@@ -30,16 +35,27 @@ class Project:
         override = os.environ.get("TURNKEEPER_DATABASE_URL")
         if override:
             return override
+        recorded = self.state_dir / DATABASE_URL_FILE
+        if recorded.is_file():
+            text = recorded.read_text().strip()
+            if text:
+                return text
         return f"sqlite:///{self.state_dir / DB_FILE_NAME}"
 
 
-def init_project(root: Path) -> tuple[Project, bool]:
-    """Create ``root/.turnkeeper`` and ignore it in git; return (project, created)."""
+def init_project(root: Path, database_url: str | None = None) -> tuple[Project, bool]:
+    """Create ``root/.turnkeeper`` and ignore it in git; return (project, created).
+    ``database_url`` records the database the project uses instead of its SQLite file."""
     root = root.resolve()
     state_dir = root / STATE_DIR_NAME
     created = not state_dir.exists()
     state_dir.mkdir(parents=True, exist_ok=True)
     _ensure_gitignored(root)
+    if database_url:
+        target = state_dir / DATABASE_URL_FILE
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(database_url.strip() + "\n")
     return Project(root), created
 
 

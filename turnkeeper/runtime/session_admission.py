@@ -56,6 +56,7 @@ def create_session(
     *,
     request_id: str,
     snapshots: bool = True,
+    site: str | None = None,
     host_loader: HostLoader = load_host,
 ) -> SessionState:
     """Check everything, then create the session under ``request_id`` (a retry with the
@@ -67,5 +68,11 @@ def create_session(
     host_loader(host, split_host_config(host_config))
     GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
     return SessionService(store).create(
-        goal_id, workspace, host, host_config, request_id=request_id, snapshots=snapshots
+        goal_id,
+        workspace,
+        host,
+        host_config,
+        request_id=request_id,
+        snapshots=snapshots,
+        site=site,
     )

@@ -22,7 +22,6 @@ from turnkeeper.kernel.session import (
 )
 from turnkeeper.kernel.session.events import ReceiptRecorded, TurnAccepted, TurnCompleted
 from turnkeeper.runtime.codec import StreamCodec
-from turnkeeper.runtime.goals import utc_now
 from turnkeeper.runtime.request_ids import check_request_free_or_for, session_id_for_request
 from turnkeeper.runtime.streams import Appended, decide_and_append, load_stream
 from turnkeeper.store.base import EventStore
@@ -73,9 +72,10 @@ def session_index(events: Sequence[SessionEvent]) -> list[IndexEntry]:
 
 
 class SessionService:
-    def __init__(self, store: EventStore, clock: Callable[[], datetime] = utc_now):
+    def __init__(self, store: EventStore, clock: Callable[[], datetime] | None = None):
         self._store = store
-        self._clock = clock
+        # Leases and claims expire on the database's clock, which every worker shares.
+        self._clock = clock or store.now
 
     @property
     def store(self) -> EventStore:
@@ -94,6 +94,7 @@ class SessionService:
         request_id: str | None = None,
         *,
         snapshots: bool = True,
+        site: str | None = None,
     ) -> SessionState:
         """Create a session. Under a client ``request_id`` the create is a durable
         operation: a retry with the same payload returns the same session and writes
@@ -115,8 +116,10 @@ class SessionService:
             host_config=host_config or {},
             request_id=request_id,
             snapshots=snapshots,
+            site=site,
         )
         done = self.execute(sid, command)
+        self._store.signal_work()  # a worker waiting for work may take it now
         assert done.state is not None
         return done.state
 

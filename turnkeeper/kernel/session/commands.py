@@ -51,6 +51,9 @@ class CreateSession(KernelModel):
     request_id: Id | None = None
     # False: the workspace is not snapshotted at completed turns (and cannot be reverted).
     snapshots: bool = True
+    # Where the workspace lives (a worker's ``--site``): only workers there drive it.
+    # None: any worker may (one machine, or a workspace every worker reaches).
+    site: Id | None = None
 
 
 class AcquireLease(KernelModel):

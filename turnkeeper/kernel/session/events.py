@@ -54,6 +54,8 @@ class SessionCreated(_Event):
     payload_digest: Id | None = None
     # Created with snapshots off (``--no-snapshots``); streams from before default on.
     snapshots: bool = True
+    # The site whose workers may drive the session (None: any; streams from before).
+    site: Id | None = None
 
 
 class LeaseAcquired(_Event):

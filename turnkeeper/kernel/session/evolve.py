@@ -292,6 +292,7 @@ def evolve_session(state: SessionState | None, event: SessionEvent) -> SessionSt
             generation=event.generation,
             created_at=event.at,
             snapshots=event.snapshots,
+            site=event.site,
         )
     if isinstance(event, ev.SessionCreated):
         raise _broken(event, "the session already exists")

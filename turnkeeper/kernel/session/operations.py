@@ -57,6 +57,8 @@ def create_payload_digest(command: cmd.CreateSession) -> str:
     }
     if not command.snapshots:  # only when off: digests recorded before it stay the same
         payload["snapshots"] = False
+    if command.site is not None:  # likewise only when set
+        payload["site"] = command.site
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -77,6 +79,7 @@ def create(
                 request_id=command.request_id,
                 payload_digest=digest,
                 snapshots=command.snapshots,
+                site=command.site,
                 at=now,
             )
         ]
@@ -89,6 +92,7 @@ def create(
         and state.host_kind == command.host_kind
         and state.host_config == command.host_config
         and state.snapshots == command.snapshots
+        and state.site == command.site
     )
     if same:
         return []  # a retried create joins the session it already made

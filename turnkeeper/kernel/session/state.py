@@ -148,6 +148,8 @@ class SessionState(KernelModel):
     created_at: AwareDatetime
     # False: completed turns take no workspace snapshot, and a revert is refused.
     snapshots: bool = True
+    # Where the workspace lives: only workers of this site drive it (None: any).
+    site: Id | None = None
     lease: Lease = Lease()
     status: SessionStatus = "ready"
     in_flight: InFlightTurn | None = None
