@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from tests.pg import PostgresDatabase, execute, server_url, with_database
+
 
 def test_demo_completes_through_host_and_control_plane_kills() -> None:
     proc = subprocess.run(
@@ -27,3 +29,36 @@ def test_demo_completes_through_host_and_control_plane_kills() -> None:
     assert "orphans of the killed turn still alive: none" in out
     assert "Terminal audit: terminal" in out
     assert "goal completed through both crashes" in out
+
+
+def test_demo_on_postgresql_runs_in_a_database_of_its_own_and_drops_it(
+    postgres_database: PostgresDatabase,
+) -> None:
+    """``demo --database-url`` as the README gives it: the whole scenario on the server,
+    in a fresh database that is gone afterwards."""
+    server = with_database(server_url(), postgres_database.name)
+    before = _demo_databases()
+    proc = subprocess.run(
+        [sys.executable, "-m", "turnkeeper.cli.main", "demo", "--database-url", server],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "(PostgreSQL)" in out
+    assert "taking over the lease of dead controller" in out
+    assert "Terminal audit: terminal" in out
+    assert "goal completed through both crashes" in out
+    assert _demo_databases() == before  # its own database was dropped
+
+
+def _demo_databases() -> set[str]:
+    rows = execute(
+        server_url(),
+        "SELECT datname FROM pg_database WHERE datname LIKE %s",
+        ("turnkeeper_demo_%",),
+    )
+    return {str(r[0]) for r in rows}
