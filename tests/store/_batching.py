@@ -22,12 +22,12 @@ class Gate:
         real = dialect.begin_write
         first = [True]
 
-        def begin(cursor: Any) -> None:
+        def begin(cursor: Any, durable: bool = True) -> None:
             if first[0]:
                 first[0] = False
                 self.entered.set()
                 assert self.release.wait(30)
-            real(cursor)
+            real(cursor, durable)
 
         monkeypatch.setattr(dialect, "begin_write", begin)
 

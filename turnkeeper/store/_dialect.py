@@ -60,12 +60,14 @@ class Dialect:
     def prepare_writer(self, cursor: DBAPICursor) -> None:
         """Settings for the long-lived DBAPI connection of the append path."""
 
-    def begin_write(self, cursor: DBAPICursor) -> None:
+    def begin_write(self, cursor: DBAPICursor, durable: bool = True) -> None:
+        """Begin the append path's transaction; ``durable=False``: its commit need not
+        wait for the disk, where the dialect sets that per transaction."""
         raise NotImplementedError
 
     def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
-        """Whether the next commits wait for the disk (set outside a transaction)."""
-        raise NotImplementedError
+        """Whether the next commits wait for the disk (set outside a transaction), where
+        the dialect sets that per connection."""
 
     def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
         """The typed error for a driver exception, or None when it is not a database error."""

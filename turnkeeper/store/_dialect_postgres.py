@@ -82,8 +82,9 @@ class PostgresDialect(Dialect):
             connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "prepare_threshold": 0},
             pool_size=8,
             max_overflow=24,
-            # A server restart leaves dead connections in the pool: test before use.
-            pool_pre_ping=True,
+            # No ping before each use (it cost every read two round trips): a connection
+            # a server restart left dead fails its read, which is retried once on a
+            # fresh one (_reads.py); SQLAlchemy invalidates the pool on a disconnect.
             # Reads run outside transactions: one statement each, and psycopg keeps its
             # prepared statements (a rollback on every return to the pool drops them).
             # Writes that need a transaction ask for one (write_options).
@@ -100,13 +101,16 @@ class PostgresDialect(Dialect):
         # The writer issues BEGIN/COMMIT itself, as on SQLite.
         cursor.connection.autocommit = True  # type: ignore[attr-defined]
 
-    def begin_write(self, cursor: DBAPICursor) -> None:
-        cursor.execute("BEGIN")
-
-    def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
-        # off: the commit returns before the WAL is flushed (a server crash may lose the
-        # last few hundred milliseconds, never half a transaction).
-        cursor.execute(f"SET synchronous_commit TO {'on' if durable else 'off'}")
+    def begin_write(self, cursor: DBAPICursor, durable: bool = True) -> None:
+        if durable:
+            cursor.execute("BEGIN")
+        else:
+            # One round trip for both (a simple query, never prepared). off: the commit
+            # returns before the WAL is flushed; a server crash may lose the last few
+            # hundred milliseconds of such commits, never half a transaction.
+            cursor.execute(  # type: ignore[call-arg]
+                "BEGIN; SET LOCAL synchronous_commit TO off", prepare=False
+            )
 
     def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
         if isinstance(exc, DBAPIError) and exc.orig is not None:

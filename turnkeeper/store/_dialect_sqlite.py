@@ -100,7 +100,7 @@ class SqliteDialect(Dialect):
         # the next FULL commit's fsync makes these frames durable as well.
         cursor.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
 
-    def begin_write(self, cursor: DBAPICursor) -> None:
+    def begin_write(self, cursor: DBAPICursor, durable: bool = True) -> None:
         delay = 50e-6
         deadline = time.monotonic() + self.busy_timeout_s
         while True:

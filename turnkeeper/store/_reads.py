@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any, TypeAlias
 
 from sqlalchemy import Engine, Executable, Row, func, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from turnkeeper.errors import DataLoss, TurnkeeperError
 from turnkeeper.store._dialect import Dialect
@@ -113,8 +113,17 @@ class Reader:
         return typed
 
     def rows(self, stmt: Executable, **context: Any) -> Sequence[AnyRow]:
-        with self.errors(**context), self.engine.connect() as conn:
-            return conn.execute(stmt).all()
+        with self.errors(**context):
+            for attempt in range(2):
+                try:
+                    with self.engine.connect() as conn:
+                        return conn.execute(stmt).all()
+                except DBAPIError as exc:
+                    # A pooled connection the server dropped (a restart): SQLAlchemy has
+                    # invalidated the pool; a read is safe to ask once more.
+                    if attempt or not exc.connection_invalidated:
+                        raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def driver_rows(self, sql: str, params: tuple[Any, ...], **context: Any) -> list[Any]:
         """Run one hot, fixed query on a pooled DBAPI connection directly.
@@ -123,19 +132,31 @@ class Reader:
         through SQLAlchemy's statement layer costs ~160 µs a query against ~10 µs here.
         ``sql`` is written with ``?`` placeholders and adapted to the driver's style.
         """
-        try:
-            raw = self.engine.raw_connection()
+        for attempt in range(2):
+            try:
+                raw = self.engine.raw_connection()
+            except Exception as exc:
+                raise self.typed(exc, **context) from exc
             try:
                 cursor = raw.driver_connection.execute(self._adapt(sql), params)  # type: ignore[union-attr]
-                return list(cursor.fetchall())
-            finally:
-                raw.close()
-        except TurnkeeperError:
-            raise
-        except Exception as exc:
-            # No SQLAlchemy wrapping here: every driver error becomes a typed one, a
-            # mapped one as the dialect says, any other as "internal".
-            raise self.typed(exc, **context) from exc
+                rows = list(cursor.fetchall())
+            except Exception as exc:
+                if self.dialect.is_disconnect(exc):
+                    # The server dropped this pooled connection (a restart; nothing is
+                    # pinged before use, which would cost every read a round trip):
+                    # discard it, and ask once more on a fresh one — a read is safe to.
+                    raw.invalidate()
+                    self.engine.pool.dispose()  # its pool-mates died with it
+                    if not attempt:
+                        continue
+                else:
+                    raw.close()
+                # No SQLAlchemy wrapping here: every driver error becomes a typed one, a
+                # mapped one as the dialect says, any other as "internal".
+                raise self.typed(exc, **context) from exc
+            raw.close()
+            return rows
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _adapt(self, sql: str) -> str:
         style = self.engine.dialect.paramstyle

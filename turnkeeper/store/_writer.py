@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import _thread
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,22 +205,15 @@ class GroupCommitWriter:
     def _commit_batch(self, batch: list[AppendRequest]) -> None:
         committing = False
         try:
-            if self._proxy is None:
-                self._broken = False
-                self._cur = self._open()  # the database came back (or not: typed below)
-            cur = self._cur
             # One durable request makes the whole shared commit wait for the disk.
             durable = any(r.durable for r in batch)
-            if durable != self._durable:
-                self._dialect.set_commit_durability(cur, durable)
-                self._durable = durable
-            self._dialect.begin_write(cur)
+            cur = self._begin(durable)
             if not self._fast_path(batch):
                 # A request failed after writing: undo everything, isolate each request.
                 cur.execute("ROLLBACK")
                 for req in batch:
                     req.error = None
-                self._dialect.begin_write(cur)
+                self._dialect.begin_write(cur, durable)
                 self._safe_path(batch)
             if any(r.error is None for r in batch):
                 committing = True
@@ -244,6 +237,30 @@ class GroupCommitWriter:
                         req.error.details["commit_outcome"] = "unknown"
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt & co: waiters got an error, now propagate
+
+    def _begin(self, durable: bool) -> DBAPICursor:
+        """Begin the batch's transaction, on a new connection if the last one was lost.
+
+        A connection the server dropped while idle (a restart) fails at BEGIN, before
+        anything of this batch was sent: one new connection is tried then, so the first
+        append after the database came back does not fail for the old connection."""
+        for attempt in range(2):
+            if self._proxy is None:
+                self._broken = False
+                self._cur = self._open()  # the database came back (or not: typed above)
+            cur = self._cur
+            try:
+                if durable != self._durable:
+                    self._dialect.set_commit_durability(cur, durable)
+                    self._durable = durable
+                self._dialect.begin_write(cur, durable)
+                return cur
+            except Exception as exc:
+                if attempt or not self._dialect.is_disconnect(exc):
+                    raise
+                self._broken = True
+                self._close_connection()
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _fast_path(self, batch: list[AppendRequest]) -> bool:
         """No per-request savepoints, one insert batch for every event: the common case.
@@ -274,16 +291,24 @@ class GroupCommitWriter:
         if not rows:
             return True
         try:
-            cur.executemany(self._sql["event"], rows)
+            self._insert("event", rows)
         except Exception as exc:
             if self._dialect.is_integrity_error(exc):
                 return False
             raise
         if index:
-            cur.executemany(self._sql["index"], index)
+            self._insert("index", index)
             # Fewer rows than entries: a collision or a repeated registration; sort it out safely.
             return bool(cur.rowcount == len(index))
         return True
+
+    def _insert(self, statement: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``rows``; ``rowcount`` is then how many went in. One row goes as one
+        statement: a batch costs PostgreSQL an extra pipeline exchange."""
+        if len(rows) == 1:
+            self._cur.execute(self._sql[statement], rows[0])
+        else:
+            self._cur.executemany(self._sql[statement], rows)
 
     def _write_group_projections(self, parts: list[StreamWrite]) -> TurnkeeperError | None:
         """Every part's head check and projection write, all or nothing."""
@@ -346,7 +371,7 @@ class GroupCommitWriter:
         if error is not None:
             raise _RequestFailedError(error)
         try:
-            cur.executemany(self._sql["event"], part.events)
+            self._insert("event", part.events)
         except Exception as exc:
             if not self._dialect.is_integrity_error(exc):
                 raise
@@ -361,7 +386,7 @@ class GroupCommitWriter:
                 )
             ) from exc
         if part.index:
-            cur.executemany(self._sql["index"], part.index)
+            self._insert("index", part.index)
             if cur.rowcount != len(part.index):
                 self._check_index(part)
 
