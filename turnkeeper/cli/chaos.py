@@ -29,6 +29,7 @@ _MODES: dict[str, ModeChoice] = {
     "host-faults": "host-faults",
     "all": "all",
 }
+WORKERS_MODE = "workers"
 _LABELS = {"enumerated": "crash points", "random": "random kills", "host-faults": "host faults"}
 
 
@@ -85,17 +86,31 @@ class _Display:
 @handles_errors
 def chaos(
     mode: str = typer.Option(
-        "all", help="enumerated (every crash point), random, host-faults, or all."
+        "all",
+        help="enumerated (every crash point), random, host-faults, all, or workers "
+        "(many `run --worker` on one PostgreSQL database; needs --database-url).",
     ),
-    kills: int = typer.Option(20, help="Random mode: SIGKILLs at random moments, in total."),
+    kills: int = typer.Option(
+        20, help="Random and workers modes: SIGKILLs at random moments, in total."
+    ),
     seed: int = typer.Option(-1, help="Random mode's seed (default: a new one, printed)."),
-    workers: int = typer.Option(2, help="Scenarios run side by side, in threads."),
+    workers: int = typer.Option(
+        2, help="Scenarios run side by side, in threads (workers mode: worker processes)."
+    ),
     keep: bool = typer.Option(False, "--keep", help="Keep every scenario's directory."),
     time_limit: float = typer.Option(3600.0, help="Random mode starts no kill after this (s)."),
     directory: Path | None = typer.Option(
         None, "--dir", help="Where scenario directories go (default: a new temp dir)."
     ),
     only: list[str] = typer.Option([], help="Run only these fixed scenarios (by name)."),
+    database_url: str | None = typer.Option(
+        None, help="Workers mode: a PostgreSQL server; the run makes its own database there."
+    ),
+    sessions: int = typer.Option(32, help="Workers mode: sessions (one goal each)."),
+    restarts: int = typer.Option(0, help="Workers mode: database restarts, at random."),
+    restart_database_command: str | None = typer.Option(
+        None, help="Workers mode: a shell command that restarts the database server."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Crash-test turnkeeper itself: SIGKILL it everywhere and check what it recovers.
@@ -111,6 +126,21 @@ def chaos(
     from turnkeeper.chaos.harness import ChaosConfig, run_chaos
     from turnkeeper.chaos.report import render
 
+    if mode == WORKERS_MODE:
+        _workers(
+            database_url=database_url,
+            workers=workers,
+            sessions=sessions,
+            kills=kills,
+            restarts=restarts,
+            restart_command=restart_database_command,
+            seed=seed if seed >= 0 else random.randrange(1, 1_000_000),
+            keep=keep,
+            directory=directory,
+            time_limit=time_limit,
+            as_json=as_json,
+        )
+        return
     chosen = _MODES.get(mode)
     if chosen is None:
         raise typer.BadParameter(f"unknown mode {mode!r}", param_hint="--mode")
@@ -136,5 +166,53 @@ def chaos(
         print_json(report.to_json())
     else:
         render(report, console)
+    if not report.ok:
+        raise typer.Exit(VIOLATIONS_EXIT_CODE)
+
+
+def _workers(
+    *,
+    database_url: str | None,
+    workers: int,
+    sessions: int,
+    kills: int,
+    restarts: int,
+    restart_command: str | None,
+    seed: int,
+    keep: bool,
+    directory: Path | None,
+    time_limit: float,
+    as_json: bool,
+) -> None:
+    from turnkeeper.chaos.worker_checks import render_workers
+    from turnkeeper.chaos.workers import WorkersConfig, run_workers_chaos
+
+    if not database_url:
+        raise typer.BadParameter(
+            "workers mode needs a PostgreSQL server", param_hint="--database-url"
+        )
+    config = WorkersConfig(
+        database_url=database_url,
+        workers=workers,
+        sessions=sessions,
+        kills=kills,
+        restarts=restarts,
+        restart_command=restart_command,
+        seed=seed,
+        keep=keep,
+        base_dir=directory,
+        time_limit=min(time_limit, 3600.0),
+    )
+    config.validate()
+    err_console.print(
+        f"[bold]turnkeeper chaos[/] mode=workers workers={workers} sessions={sessions} "
+        f"kills={kills} restarts={restarts} seed={seed}",
+        highlight=False,
+    )
+    report = run_workers_chaos(config)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        render_workers(report, console)
     if not report.ok:
         raise typer.Exit(VIOLATIONS_EXIT_CODE)

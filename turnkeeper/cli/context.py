@@ -56,6 +56,38 @@ def open_project_store(project: Project | None = None) -> Iterator[tuple[Project
 
 
 @contextmanager
+def open_project_store_waiting(
+    wait_seconds: float, say: Callable[[str], None]
+) -> Iterator[tuple[Project, EventStore]]:
+    """:func:`open_project_store`, waiting up to ``wait_seconds`` for a database that is
+    away (``UNAVAILABLE``) — a worker started before its database server, or while
+    it restarts — and saying so before each new try."""
+    import time
+
+    from turnkeeper.errors import Unavailable
+    from turnkeeper.store import open_store
+
+    project = find_project()
+    deadline = time.monotonic() + wait_seconds
+    pause = 0.25
+    while True:
+        try:
+            store = open_store(project.database_url)
+            break
+        except Unavailable as down:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            pause = min(pause * 2, 10.0, left)
+            say(f"database unavailable ({down.message}); trying again in {pause:.1f}s")
+            time.sleep(pause)
+    try:
+        yield project, store
+    finally:
+        store.close()
+
+
+@contextmanager
 def goal_service() -> Iterator[GoalService]:
     from turnkeeper.runtime.goals import GoalService
 

@@ -37,7 +37,8 @@ def render_session(state: SessionState) -> None:
     console.print(
         f"  goal {safe(state.goal_id)}  host {safe(state.host_kind)}  generation {state.generation}"
     )
-    console.print(f"  workspace {safe(state.workspace)}")
+    site = f"  (site {safe(state.site)}: only its workers drive it)" if state.site else ""
+    console.print(f"  workspace {safe(state.workspace)}{site}")
     if not state.snapshots:
         console.print("  snapshots [yellow]off[/] (created with --no-snapshots): no revert")
     console.print(f"  host session handle {safe(state.host_session_handle or '-')}")

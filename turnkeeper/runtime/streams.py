@@ -10,18 +10,73 @@ are always judged on the state the append lands on.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, cast
+from typing import Any, Generic, TypeVar, cast
 
-from turnkeeper.errors import Aborted, StreamConflict, TurnkeeperError
+from turnkeeper.errors import Aborted, StreamConflict, TurnkeeperError, Unavailable
 from turnkeeper.runtime.codec import EventT, StateT, StreamCodec
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import IndexEntry, StreamAppend
 
 MAX_CONFLICT_RETRIES = 16
+_T = TypeVar("_T")
+
+
+class OutagePolicy:
+    """How long a write waits out the database being away before ``UNAVAILABLE``
+    reaches its caller (0: not at all, the default: a command in a shell fails fast).
+
+    A worker (runtime/worker.py) rides out a restart of the database this way, so the
+    turns in flight survive it: their hosts keep running while a journal write waits.
+    Only a failure that wrote nothing is retried — one whose ``COMMIT`` answer was lost
+    (``commit_outcome: unknown``) is raised at once, for the recovery table to settle.
+    """
+
+    # Writes waiting at once tell of it once per this many seconds, not each of them.
+    NOTICE_EVERY_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self.budget_seconds = 0.0
+        # Told when a write starts waiting (the worker reports it); rate-limited.
+        self.notice: Callable[[Unavailable], None] | None = None
+        self._noticed_at = -float("inf")
+        self._lock = threading.Lock()
+
+    def retryable(self, error: Unavailable, started: float) -> float | None:
+        """Seconds to wait before trying again, or None: raise ``error`` now."""
+        if error.details.get("commit_outcome") == "unknown":
+            return None
+        now = time.monotonic()
+        left = self.budget_seconds - (now - started)
+        if left <= 0:
+            return None
+        with self._lock:
+            tell = self.notice is not None and now - self._noticed_at >= self.NOTICE_EVERY_SECONDS
+            if tell:
+                self._noticed_at = now
+        if tell and self.notice is not None:
+            self.notice(error)
+        return min(0.5, left)
+
+
+OUTAGES = OutagePolicy()
+
+
+def _riding_out(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, again after a pause while the database is away (OUTAGES)."""
+    started = time.monotonic()
+    while True:
+        try:
+            return attempt()
+        except Unavailable as error:
+            pause = OUTAGES.retryable(error, started)
+            if pause is None:
+                raise
+            time.sleep(pause)
 
 
 @dataclass(frozen=True)
@@ -141,6 +196,20 @@ def decide_and_append(
     ``durable=False`` lets the store commit without waiting for the disk; only
     for records whose loss the recovery table covers.
     """
+    return _riding_out(
+        lambda: _decide_and_append(store, codec, stream_id, decide, index=index, durable=durable)
+    )
+
+
+def _decide_and_append(
+    store: EventStore,
+    codec: StreamCodec[StateT, EventT],
+    stream_id: str,
+    decide: Callable[[StateT | None], Sequence[EventT]],
+    *,
+    index: Callable[[Sequence[EventT]], Sequence[IndexEntry]],
+    durable: bool,
+) -> Appended[StateT, EventT]:
     for attempt in range(MAX_CONFLICT_RETRIES):
         state, head, confirmed = _state_for_write(store, codec, stream_id, attempt == 0)
         try:
@@ -210,6 +279,12 @@ def decide_and_append_many(
     Plans whose decision is empty write nothing; a typed rejection from any plan
     writes nothing at all.
     """
+    return _riding_out(lambda: _decide_and_append_many(store, plans, durable=durable))
+
+
+def _decide_and_append_many(
+    store: EventStore, plans: Sequence[StreamPlan[Any, Any]], *, durable: bool
+) -> list[Appended[Any, Any]]:
     for attempt in range(MAX_CONFLICT_RETRIES):
         results: list[Appended[Any, Any]] = []
         parts: list[StreamAppend] = []

@@ -8,7 +8,8 @@ for the same session at once exactly one appends the lease, the other meets the
 stream's new head and leaves it. Between scans it waits for a wake-up (LISTEN/NOTIFY
 on PostgreSQL) or the poll interval, whichever comes first.
 
-When the database goes away a session's thread meets ``UNAVAILABLE``: the session is
+When the database goes away, a turn's writes wait for it (``ride_out_seconds``), so
+a restart loses no turn; past that, the session's thread meets ``UNAVAILABLE``: it is
 let go here (its lease still names this worker, and nothing was acknowledged that
 did not commit), the worker backs off — doubling, up to a bound — and scans again
 once the database answers; the session's next claim runs the recovery table, which
@@ -29,6 +30,7 @@ from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.controller import Controller, RunSummary
 from turnkeeper.runtime.controller_identity import owner_is_dead
 from turnkeeper.runtime.run_progress import RunRecord
+from turnkeeper.runtime.streams import OUTAGES
 
 RUNNABLE = ("ready", "running")
 
@@ -44,6 +46,9 @@ class WorkerConfig:
     idle_exit_seconds: float | None = None
     # The longest pause after the database failed to answer.
     max_backoff_seconds: float = 10.0
+    # How long a turn's write waits for the database to come back before the session
+    # is let go (runtime/streams.py OUTAGES): a restart shorter than this loses no turn.
+    ride_out_seconds: float = 30.0
 
 
 class Worker:
@@ -56,6 +61,9 @@ class Worker:
         self._errors: list[BaseException] = []
         self._unavailable = 0  # database failures in a row (the backoff's exponent)
         self._changed = threading.Event()  # a session thread ended: scan again now
+        self._outage = False  # the last scan found the database away
+        OUTAGES.budget_seconds = config.ride_out_seconds
+        OUTAGES.notice = self._riding_out
 
     def run(self) -> RunSummary:
         """Drive sessions until stopped (a signal) or idle for ``idle_exit_seconds``."""
@@ -66,7 +74,8 @@ class Worker:
             while not self.controller.stopping:
                 pause = self._scan_and_claim(summary)
                 busy = bool(self._live())
-                if busy or pause is None:
+                # Waiting for the database is not idleness: the work may be all there.
+                if busy or pause is None or self._outage:
                     idle_since = time.monotonic()
                 elif (
                     self.config.idle_exit_seconds is not None
@@ -94,7 +103,9 @@ class Worker:
             sessions = self.controller.sessions.list()
             now = self.controller.sessions.now()
         except Unavailable as down:
+            self._outage = True
             return self._backoff(down)
+        self._outage = False
         self._unavailable = 0
         live = self._live()
         room = self.config.max_sessions - len(live)
@@ -177,6 +188,13 @@ class Worker:
             if self._store.wait_for_work(min(left, 0.5)):
                 break
         self._changed.clear()
+
+    def _riding_out(self, down: Unavailable) -> None:
+        self._say(
+            "database_unavailable",
+            f"database unavailable ({down.message}); turns in flight wait for it "
+            f"(up to {self.config.ride_out_seconds:.0f}s)",
+        )
 
     def _say(self, event: str, text: str, **fields: object) -> None:
         self.controller.report(RunRecord("worker", text, None, {"event": event, **fields}))
