@@ -9,6 +9,7 @@ from turnkeeper.cli import chaos, maintenance, sessions
 from turnkeeper.cli import turns as turn_commands
 from turnkeeper.cli.demo import demo
 from turnkeeper.cli.goals import goal_app, todo_app
+from turnkeeper.cli.runner import runner_app
 from turnkeeper.cli.watch import evidence_app, gate_app, monitor_app
 
 HELP = """\
@@ -77,6 +78,7 @@ app.add_typer(todo_app, name="todo")
 app.add_typer(gate_app, name="gate")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(evidence_app, name="evidence")
+app.add_typer(runner_app, name="runner")
 
 if __name__ == "__main__":
     app()

@@ -15,6 +15,7 @@ from turnkeeper.cli.context import (
     SiteOption,
     handles_errors,
     open_project_store,
+    open_project_store_waiting,
     parse_json_object,
 )
 from turnkeeper.cli.output import console, print_json, safe
@@ -25,6 +26,7 @@ from turnkeeper.errors import InvalidArgument
 if TYPE_CHECKING:
     from turnkeeper.runtime.operations import OperationResult
     from turnkeeper.runtime.operator import OperatorResult
+    from turnkeeper.runtime.runner_link import RunnerLink
 
 session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
 
@@ -144,6 +146,28 @@ def session_list(as_json: bool = JsonOption) -> None:
         render_session_list(sessions)
 
 
+def pick_runner(state_dir: Path, choice: str) -> RunnerLink | None:
+    """``run --runner``: the project's runner, if it is to be used."""
+    from turnkeeper.errors import FailedPrecondition
+    from turnkeeper.runtime.runner_link import RunnerLink
+
+    if choice not in ("auto", "require", "off"):
+        raise InvalidArgument(
+            f"--runner must be auto, require or off, not {choice!r}", reason="bad_runner_choice"
+        )
+    if choice == "off":
+        return None
+    link = RunnerLink(state_dir)
+    if link.available():
+        return link
+    if choice == "require":
+        raise FailedPrecondition(
+            "no runner answers for this project (start one: turnkeeper runner start)",
+            reason="runner_not_running",
+        )
+    return None
+
+
 def check_seconds(option: str, value: float, *, low: float, high: float) -> None:
     if not (math.isfinite(value) and low <= value <= high):
         raise InvalidArgument(
@@ -231,25 +255,10 @@ def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
         turnkeeper session snapshots 3f2a
     """
     from turnkeeper.cli.render_sessions import render_snapshots
-    from turnkeeper.runtime.sessions import SessionService
-    from turnkeeper.runtime.snapshots import session_refs, snapshot_kept
+    from turnkeeper.runtime.snapshot_listing import list_snapshots
 
     with open_project_store() as (_, store):
-        sessions = SessionService(store)
-        sid = sessions.resolve_id(session_id)
-        state = sessions.load(sid)
-        completed = sessions.completed_turns(sid)
-    retained = {ref for ref, _ in session_refs(Path(state.workspace), sid)}
-    rows = [
-        {
-            "turn_id": event.turn_id,
-            "completed_at": event.at.isoformat(),
-            "retained": event.snapshot.snapshot_ref in retained,
-            "kept": snapshot_kept(event.snapshot, retained),
-            **event.snapshot.model_dump(mode="json"),
-        }
-        for event in completed
-    ]
+        sid, rows = list_snapshots(store, session_id)
     if as_json:
         print_json({"session_id": sid, "snapshots": rows})
     else:
@@ -430,6 +439,14 @@ def run(
     poll: float = typer.Option(
         2.0, help="--worker: seconds between looks for work when nothing wakes it."
     ),
+    database_wait: float = typer.Option(
+        300.0, help="--worker: seconds to wait for a database that is away at start."
+    ),
+    runner: str = typer.Option(
+        "auto",
+        help="Run hosts in the project's runner (`turnkeeper runner start`), so turns "
+        "outlive this process: auto (when one answers), require, or off.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Recover every in-flight turn, then drive sessions until their goals are done.
@@ -465,6 +482,7 @@ def run(
     check_seconds("--backoff", backoff, low=0.1, high=3600.0)
     check_seconds("--silence-warning", silence_warning, low=0.1, high=7 * 24 * 3600.0)
     check_seconds("--poll", poll, low=0.05, high=3600.0)
+    check_seconds("--database-wait", database_wait, low=0.0, high=7 * 24 * 3600.0)
     if idle_exit:
         check_seconds("--idle-exit", idle_exit, low=0.1, high=30 * 24 * 3600.0)
     if worker and session:
@@ -492,7 +510,13 @@ def run(
     # Records come from every session's thread: the display keeps each line whole.
     display = RunDisplay(pick_mode(as_json), silence_warning)
 
-    with open_project_store() as (_, store):
+    opening = (
+        open_project_store_waiting(database_wait, display.note) if worker else open_project_store()
+    )
+    with opening as (project, store):
+        config.runner = pick_runner(project.state_dir, runner)
+        if config.runner is not None:
+            display.note("hosts run in the project's runner: turns outlive this process")
         controller = Controller(store, config, reporter=display.report)
         ids = [controller.sessions.resolve_id(s) for s in session] or None
         with (
@@ -507,6 +531,7 @@ def run(
                     max_sessions=max_sessions,
                     poll_seconds=poll,
                     idle_exit_seconds=idle_exit or None,
+                    ride_out_seconds=lease / 2,
                 )
                 summary = Worker(controller, shared).run()
             else:

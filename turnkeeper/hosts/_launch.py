@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -18,6 +19,27 @@ TODO_ENV = "TURNKEEPER_TODO_ID"
 
 # What a user's environment keeps when a host does not inherit it (``inherit_env``).
 _KEPT_WITHOUT_INHERIT = ("PATH", "HOME", "LANG", "TMPDIR")
+
+# Prepended to every host command once :func:`die_with_parent` was called: util-linux
+# ``setpriv`` sets PR_SET_PDEATHSIG and execs the command, so no Python runs between
+# fork and exec (a ``preexec_fn`` is unsafe in a threaded process).
+_parent_death: list[str] = []
+
+
+def die_with_parent() -> bool:
+    """From now on, host processes this process spawns get SIGKILL when the *thread*
+    that spawned them ends (``PR_SET_PDEATHSIG``); the caller spawns from a thread
+    that lives as long as it does. False where ``setpriv`` is missing."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return False
+    _parent_death[:] = [setpriv, "--pdeathsig", "KILL", "--"]
+    return True
+
+
+def with_parent_death(args: list[str]) -> list[str]:
+    """``args`` behind the parent-death wrapper, if :func:`die_with_parent` is on."""
+    return [*_parent_death, *args]
 
 
 def substitute(args: list[str], request: TurnRequest) -> list[str]:

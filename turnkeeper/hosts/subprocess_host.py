@@ -60,7 +60,7 @@ from turnkeeper.hosts._events import (
     dig,
     parse_jsonl_line,
 )
-from turnkeeper.hosts._launch import process_env, substitute, unrunnable
+from turnkeeper.hosts._launch import process_env, substitute, unrunnable, with_parent_death
 from turnkeeper.hosts._pipes import serve
 from turnkeeper.hosts.base import (
     HostErrorKind,
@@ -207,7 +207,7 @@ def spawn(
     with process_tree.spawn_lock:
         try:
             proc = subprocess.Popen(
-                contained.command(args),
+                with_parent_death(contained.command(args)),
                 cwd=request.workspace,
                 env=env,
                 stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,

@@ -50,6 +50,7 @@ from turnkeeper.runtime.host_receipts import failure_reason
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
 from turnkeeper.runtime.run_progress import Reporter, RunMonitor, RunRecord
+from turnkeeper.runtime.runner_link import Reattached, RunnerLink
 from turnkeeper.runtime.scheduler import SessionThreads, TurnSlots
 from turnkeeper.runtime.session_checks import (
     artifact_damage,
@@ -93,6 +94,9 @@ class ControllerConfig:
     turn_limits: TurnLimits = field(default_factory=TurnLimits)
     # Seconds without any host output before ``run`` warns that the host is silent.
     silence_warning_seconds: float = 120.0
+    # The project's runner (runtime/runner_link.py): hosts run their turns there, and
+    # turns it kept running through a restart are reattached. None: hosts are ours.
+    runner: RunnerLink | None = None
 
 
 @dataclass
@@ -151,14 +155,17 @@ class Controller:
         self._slots = TurnSlots(self.config.max_concurrent, self.config.max_turns, self._stop)
         # Recoveries at once: probes (git, /proc) and commits overlap, bounded.
         self._recovery_slots = threading.BoundedSemaphore(RECOVERY_WORKERS)
+        runner = self.config.runner
         driver_config = DriverConfig(
             lease_seconds=self.config.lease_seconds,
             host_timeout_seconds=self.config.host_timeout_seconds,
-            host_loader=self.config.host_loader,
+            host_loader=runner.loader() if runner is not None else self.config.host_loader,
             turn_limits=self.config.turn_limits,
         )
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
-        self.recovery = SessionRecovery(self.sessions, self.goals, self.driver, self.token)
+        self.recovery = SessionRecovery(
+            self.sessions, self.goals, self.driver, self.token, runner=runner
+        )
         # Running hosts as ``run`` shows them: elapsed time, latest message, silence.
         self.monitor = RunMonitor(self._report, self.config.silence_warning_seconds)
         self.driver.watcher = self.monitor
@@ -335,6 +342,9 @@ class Controller:
 
     def _drive_turns(self, sid: str, summary: RunSummary) -> None:
         """Steps of one leased, recovered session until it stops."""
+        attached = self.recovery.reattached.pop(sid, None)
+        if attached is not None:
+            self._finish_reattached(sid, attached, summary)
         while True:
             if self._stop.is_set():
                 summary.stop(sid, "signalled")
@@ -349,6 +359,34 @@ class Controller:
             if step.not_before is not None:
                 pause = (step.not_before - self.sessions.now()).total_seconds()
                 self._stop.wait(max(pause, 0.0))
+
+    def _finish_reattached(self, sid: str, attached: Reattached, summary: RunSummary) -> None:
+        """The turn a runner kept running while no control plane watched: finished
+        before anything else of the session (it is not a new turn: no slot, no budget)."""
+        session = self.sessions.load(sid)
+        turn = session.in_flight
+        assert turn is not None
+        turn_id = turn.envelope.turn_id
+        self._say(
+            sid,
+            "reattached",
+            f"reattached to turn {turn_id} at seq {attached.after_seq}; it runs on",
+            turn=turn_id,
+            seq=attached.after_seq,
+        )
+        began = time.monotonic()
+        result = self.driver.continue_reattached(session, attached)
+        if not result.succeeded:
+            summary.count_failure()
+        outcome = result.outcome
+        self.monitor.turn_ended(
+            sid,
+            result.turn_id,
+            succeeded=result.succeeded,
+            error_kind=outcome.error_kind.value if outcome.error_kind else None,
+            reason=None if result.succeeded else failure_reason(outcome),
+            fallback_seconds=time.monotonic() - began,
+        )
 
     def _recover(self, sid: str, summary: RunSummary) -> bool:
         """Take the session's lease and apply the recovery table; False if another live

@@ -82,6 +82,7 @@ from turnkeeper.runtime.host_receipts import (
 from turnkeeper.runtime.host_receipts import bounded_result as _bounded_result
 from turnkeeper.runtime.lease_keeper import LeaseKeeper
 from turnkeeper.runtime.run_progress import TurnWatcher
+from turnkeeper.runtime.runner_link import Reattached, forget_turn
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.writeback import (
     PreparedWriteBack,
@@ -156,9 +157,10 @@ class _CappedEvents:
     its events keep their own seqs.
     """
 
-    def __init__(self, limits: TurnLimits) -> None:
+    def __init__(self, limits: TurnLimits, journaled: int = 0) -> None:
+        """``journaled``: events of this turn already journaled (a reattached turn)."""
         self._cap = OutputCap(limits)
-        self._seq = 0
+        self._seq = journaled
 
     def admit(self, event: HostEvent) -> HostEvent | None:
         meaningful = carries_meaning(event.kind, event.data)
@@ -247,9 +249,36 @@ class TurnDriver:
             durable=False,  # the recovery table finds the process by marker if this is lost
         )
         crash_point("host.started")
+        return self._follow(session, envelope, run, after_seq=0)
+
+    def continue_reattached(self, session: SessionState, attached: Reattached) -> TurnResult:
+        """Finish the turn in flight that a runner kept running while no control plane
+        watched it (runtime/runner_link.py): journal its events after the last one the
+        session has, then its receipt, as :meth:`run_turn` would have."""
+        turn = session.in_flight
+        assert turn is not None
+        sid = session.session_id
+        if turn.phase == "accepted":  # the control plane died before it recorded the start
+            self._sessions.execute(
+                sid,
+                RecordHostStarted(
+                    lease=self._token(sid),
+                    turn_id=turn.envelope.turn_id,
+                    host_kind=session.host_kind,
+                    process=to_journaled(attached.run.identity),
+                ),
+            )
+        return self._follow(session, turn.envelope, attached.run, after_seq=attached.after_seq)
+
+    def _follow(
+        self, session: SessionState, envelope: TurnEnvelope, run: HostRun, *, after_seq: int
+    ) -> TurnResult:
+        """Journal a started host's events after ``after_seq`` until it ends, then its
+        outcome."""
+        sid = session.session_id
         with self._tracking(sid, envelope.turn_id, run):
             try:
-                outcome = self._pump(session, envelope, run)
+                outcome = self._pump(session, envelope, run, after_seq)
             except BaseException:
                 # The turn can no longer be journaled (fenced off, store gone, a
                 # signal): its host must not run on unwatched.
@@ -259,7 +288,9 @@ class TurnDriver:
             # The process exits by its signal any moment now (the handler that ended
             # the host sends it next): record nothing more.
             raise SystemExit(f"turn {envelope.turn_id} ended by the control plane's exit")
-        return self._finish(session, envelope, outcome)
+        result = self._finish(session, envelope, outcome)
+        forget_turn(run)
+        return result
 
     # --- the hosts running now -----------------------------------------------------------
 
@@ -337,7 +368,9 @@ class TurnDriver:
             limits=self._config.turn_limits,
         )
 
-    def _pump(self, session: SessionState, envelope: TurnEnvelope, run: HostRun) -> HostOutcome:
+    def _pump(
+        self, session: SessionState, envelope: TurnEnvelope, run: HostRun, after_seq: int = 0
+    ) -> HostOutcome:
         """Journal the host's events in order while it runs, renewing our lease meanwhile.
 
         A batch goes to the journal by count, at once for an urgent event, and at the
@@ -346,28 +379,41 @@ class TurnDriver:
         journaled while it stays silent. Each iteration consumes an event or empties
         the batch, and the feed ends with the host's run: the loop is bounded."""
         sid = session.session_id
-        capped = _CappedEvents(self._config.turn_limits)
+        capped = _CappedEvents(self._config.turn_limits, after_seq)
         batch = EventBatcher(max_events=EVENT_BATCH)
+        # A run that is told what was kept (a runner's) gets each batch journaled
+        # durably first, then acknowledged up to the last host seq read: what it is
+        # told of, it may forget (events the cap dropped included: they are counted).
+        ack: Callable[[int], object] | None = getattr(run, "ack", None)
+        read = after_seq
+
+        def journal(events: list[HostEvent]) -> None:
+            if events:
+                self._journal(sid, envelope.turn_id, events, durable=ack is not None)
+            if ack is not None and read > after_seq:
+                ack(read)
+
         self._watch("host_started", sid, envelope)
         with self.lease_keeper.keeping(sid):
-            feed = EventFeed(run.events(after_seq=0), envelope.turn_id)
+            feed = EventFeed(run.events(after_seq=after_seq), envelope.turn_id)
             while (item := feed.next(timeout=batch.wait_seconds())) is not None:
                 if item is TIMED_OUT:
-                    self._journal(sid, envelope.turn_id, batch.take())
+                    journal(batch.take())
                     continue
                 assert isinstance(item, HostEvent)
+                read = item.seq
                 event = capped.admit(item)
                 if event is None:
                     continue  # over the cap: counted and digested, not journaled
                 self._watch("host_event", sid, envelope, event)
                 if batch.add(event):
-                    self._journal(sid, envelope.turn_id, batch.take())
+                    journal(batch.take())
             pending = batch.take()
             truncated = capped.truncation()
             if truncated is not None:
                 pending.append(truncated)
-            if pending:
-                self._journal(sid, envelope.turn_id, pending)
+            if pending or (ack is not None and read > after_seq):
+                journal(pending)
             return _bounded_result(run.wait(timeout=None), self._config.turn_limits)
 
     def _watch(
@@ -386,7 +432,9 @@ class TurnDriver:
         except Exception:
             log.exception("turn %s: the run display failed on %s", envelope.turn_id, what)
 
-    def _journal(self, sid: str, turn_id: str, batch: list[HostEvent]) -> None:
+    def _journal(
+        self, sid: str, turn_id: str, batch: list[HostEvent], *, durable: bool = False
+    ) -> None:
         handle = next(
             (
                 str(e.data["handle"])
@@ -399,7 +447,7 @@ class TurnDriver:
         command = RecordHostEvents(
             lease=self._token(sid), turn_id=turn_id, events=events, host_session_handle=handle
         )
-        self._sessions.execute(sid, command, durable=False)
+        self._sessions.execute(sid, command, durable=durable)
         crash_point("host.events")
 
     def _renew_lease(self, sid: str) -> bool:

@@ -2,6 +2,8 @@
 
 | last durable step            | what restart does                                         |
 |------------------------------|-----------------------------------------------------------|
+| accepted or host started,    | reattach: read its events after the last journaled one    |
+| in a live runner             | from the runner, then finish the turn as usual            |
 | accepted, no host identity   | end every process carrying the turn's marker; turn lost   |
 | host started, no receipt     | prove the process gone (or end it); turn lost; the session|
 |                              | continues with a continuation that resumes the host       |
@@ -31,6 +33,7 @@ from turnkeeper.errors import FailedPrecondition
 from turnkeeper.hosts import ProcessIdentity as HostProcess
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel import audit
+from turnkeeper.kernel.limits import TITLE_MAX_CHARS
 from turnkeeper.kernel.session import (
     LeaseToken,
     RecordRecoveryReport,
@@ -50,6 +53,7 @@ from turnkeeper.kernel.session.report import (
 from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.driver import TurnDriver
 from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.runner_link import Reattached, RunnerLink
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.snapshots import artifact_path
 from turnkeeper.runtime.workspace import probe_workspace
@@ -98,11 +102,16 @@ class SessionRecovery:
         goals: GoalService,
         driver: TurnDriver,
         token: Callable[[str], LeaseToken],
+        runner: RunnerLink | None = None,
     ):
         self._sessions = sessions
         self._goals = goals
         self._driver = driver
         self._token = token
+        self._runner = runner
+        # Turns found running in the runner, by session: the controller finishes each
+        # (TurnDriver.continue_reattached) before the session's next turn.
+        self.reattached: dict[str, Reattached] = {}
 
     def recover(self, session_id: str) -> RecoveryReport:
         started = self._sessions.now()
@@ -111,7 +120,12 @@ class SessionRecovery:
         probes: list[ProcessProbe] = []
         turn = session.in_flight
         if turn is not None:
-            if turn.phase in ("accepted", "host_started"):
+            attached = self._runner.reattach(session) if self._runner is not None else None
+            if attached is not None:
+                self.reattached[session_id] = attached
+                detail = f"reattached at seq {attached.after_seq}"
+                actions.append(self._action("reattached", turn.envelope.turn_id, detail=detail))
+            elif turn.phase in ("accepted", "host_started"):
                 self._end_lost_turn(session, actions, probes)
             elif turn.receipt is not None:
                 effects = self._driver.complete_from_receipt(session, turn.envelope, turn.receipt)
@@ -173,6 +187,9 @@ class SessionRecovery:
         if turn.process is not None:
             alive = _probe_process(turn.process)
             probes.append(ProcessProbe(process=turn.process, alive=alive))
+        # A dead runner's hosts are accounted for first: each ended, or blocked where
+        # its pid now names another process (never signalled).
+        proven = self._runner.prove_hosts_ended() if self._runner is not None else []
         # The marker search runs whatever the identity says: shell children in their
         # own process sessions outlive the host, and an unrecorded host has no identity.
         killed = process_tree.kill_turn_processes(turn_id)
@@ -184,7 +201,10 @@ class SessionRecovery:
             ended="killed" if pids else "proven_gone",
             killed_pids=pids[:256],
             process=turn.process,
-            detail="host was alive at restart" if alive else "no live host process at restart",
+            detail=(
+                ("host was alive at restart" if alive else "no live host process at restart")
+                + ("; the runner was gone: " + ", ".join(proven) if proven else "")
+            )[:TITLE_MAX_CHARS],
         )
         self._sessions.execute(
             session.session_id,

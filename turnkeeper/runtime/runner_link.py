@@ -1,0 +1,109 @@
+"""The control plane's side of the runner (turnkeeper/runner/): hosts that run there,
+and turns found running there after a restart.
+
+With a runner, a turn's host process belongs to the runner, not to ``run``: when the
+control plane dies the host goes on, its events kept in the runner's journal. The
+restarted control plane's recovery asks the runner about the turn in flight; if the
+runner has it — running, or ended while nobody listened — the turn is reattached:
+its events after the last one the session journaled are read from the runner and the
+turn finishes as if nothing had happened (the recovery report says "reattached at
+seq N"). If the runner is gone, its hosts are proven ended first (pid, start time and
+boot id; a recycled pid is never signalled) and the turn is lost as without a runner.
+
+A host run that acknowledges (``ack``) is journaled durably before each
+acknowledgement: the runner forgets what it was told is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from turnkeeper.errors import NotFound, TurnkeeperError
+from turnkeeper.hosts.base import Host, HostRun
+from turnkeeper.kernel.session import SessionState
+
+log = logging.getLogger(__name__)
+
+
+class HostLoader(Protocol):
+    def __call__(self, kind: str, config: dict[str, Any] | None = None) -> Host: ...
+
+
+@dataclass(frozen=True)
+class Reattached:
+    """A turn in flight that the runner still has: its run, and the seq to read after."""
+
+    run: HostRun
+    after_seq: int
+
+
+class RunnerLink:
+    """The project's runner, seen from the control plane (``state_dir``: .turnkeeper/)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+
+    def available(self) -> bool:
+        from turnkeeper.runner import runner_available
+
+        return runner_available(self.state_dir)
+
+    def loader(self) -> HostLoader:
+        """A host loader whose hosts run their turns in the runner."""
+        from turnkeeper.runner import RunnerClient, RunnerHost
+
+        def load(kind: str, config: dict[str, Any] | None = None) -> Host:
+            return RunnerHost(kind, config, RunnerClient(self.state_dir))
+
+        return load
+
+    def reattach(self, session: SessionState) -> Reattached | None:
+        """The runner's run of ``session``'s turn in flight, or None: no turn in flight,
+        no runner answering, or a runner that never had this turn."""
+        turn = session.in_flight
+        if turn is None or turn.phase not in ("accepted", "host_started"):
+            return None
+        from turnkeeper.runner import RunnerClient
+
+        client = RunnerClient(self.state_dir)
+        try:
+            run = client.attach(turn.envelope.turn_id)
+        except NotFound:
+            client.close()
+            return None  # started before the runner, or never reached it
+        except TurnkeeperError as error:
+            client.close()
+            if error.reason == "runner_unavailable":
+                return None  # no runner: the turn is lost as without one
+            raise
+        return Reattached(run=run, after_seq=turn.last_host_seq)
+
+    def prove_hosts_ended(self) -> list[str]:
+        """With the runner dead: end what is left of its hosts and say what was proven
+        (one line per turn); nothing when a runner is alive or there never was one."""
+        from turnkeeper.runner import prove_hosts_ended
+
+        if not (self.state_dir / "runner").exists():
+            return []
+        try:
+            proofs = prove_hosts_ended(self.state_dir)
+        except TurnkeeperError as error:
+            if error.reason == "runner_alive":
+                return []
+            raise
+        return [f"{p.turn_id}: host {p.host}" for p in proofs]
+
+
+def forget_turn(run: HostRun) -> None:
+    """Tell a runner its finished turn is fully kept (other runs: nothing to do). A
+    failure leaves the turn in the runner's journal, where it does no harm: logged."""
+    close = getattr(run, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except TurnkeeperError as error:
+        log.warning("the runner kept a finished turn: %s", error.message)
