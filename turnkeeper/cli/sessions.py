@@ -157,7 +157,7 @@ def pick_runner(state_dir: Path, choice: str) -> RunnerLink | None:
         )
     if choice == "off":
         return None
-    link = RunnerLink(state_dir)
+    link = RunnerLink(state_dir, required=choice == "require")
     if link.available():
         return link
     if choice == "require":

@@ -10,9 +10,11 @@ keeps running if this process dies: a successor reattaches with
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
+from turnkeeper.errors import Unavailable
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts.base import (
     HostEvent,
@@ -36,6 +38,11 @@ class RunnerHost:
         return self._kind
 
     def start(self, request: TurnRequest) -> RunnerRun:
+        # The host gets the environment of the control plane that asked for the turn
+        # (the user's shell: PATH, API keys), as it would without a runner, not the
+        # daemon's. It is sent, not kept: the runner's journal holds only a digest.
+        env = {**os.environ, **request.env}
+        request = request.model_copy(update={"env": env})
         identity = self._client.start_turn(self._kind, self._config, request)
         return RunnerRun(self._client, request.turn_id, identity)
 
@@ -63,7 +70,12 @@ class RunnerRun:
         return self._client.outcome(self.turn_id, timeout)
 
     def kill_tree(self) -> KillReport:
-        return self._client.kill(self.turn_id)
+        try:
+            return self._client.kill(self.turn_id)
+        except Unavailable:
+            # No runner to ask: its hosts die with it (parent-death signal); what is
+            # left carrying the turn's marker is ended from here.
+            return process_tree.kill_turn_processes(self.turn_id)
 
     def is_alive(self) -> bool:
         # The runner runs on this machine: the host's identity is checked here.

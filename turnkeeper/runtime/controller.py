@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from turnkeeper.errors import Aborted, FailedPrecondition, TurnkeeperError
+from turnkeeper.errors import Aborted, FailedPrecondition, TurnkeeperError, Unavailable
 from turnkeeper.hosts import load_host, process_tree
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.kernel.model import NoFollowUpReason
@@ -159,7 +159,11 @@ class Controller:
         driver_config = DriverConfig(
             lease_seconds=self.config.lease_seconds,
             host_timeout_seconds=self.config.host_timeout_seconds,
-            host_loader=runner.loader() if runner is not None else self.config.host_loader,
+            host_loader=(
+                runner.loader(None if runner.required else self.config.host_loader)
+                if runner is not None
+                else self.config.host_loader
+            ),
             turn_limits=self.config.turn_limits,
         )
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
@@ -440,6 +444,17 @@ class Controller:
                 raise
             self._say(sid, changed.reason, f"{changed.message}; no longer driven here")
             return _Next(stop=changed.reason.removeprefix("session_"), reason=changed.reason)
+        except Unavailable as gone:
+            if gone.reason != "runner_unavailable":
+                raise
+            # The runner died under a running turn: its hosts died with it. The turn is
+            # lost on restore, as after a restart, and the session goes on (hosts run
+            # here until a runner answers again).
+            self._say(sid, "runner_lost", f"the runner is gone ({gone.message}); recovering")
+            report = self.recovery.recover(sid)
+            actions = [a.kind for a in report.actions]
+            self._say(sid, "recovered", f"recovered ({', '.join(actions)})", actions=actions)
+            return _GO_ON
 
     def _reacquire(self, sid: str) -> bool:
         """Our lease ran out (a stalled machine) and nobody took it: take it again, and

@@ -17,9 +17,10 @@ acknowledgement: the runner forgets what it was told is kept.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from turnkeeper.errors import NotFound, TurnkeeperError
 from turnkeeper.hosts.base import Host, HostRun
@@ -28,8 +29,7 @@ from turnkeeper.kernel.session import SessionState
 log = logging.getLogger(__name__)
 
 
-class HostLoader(Protocol):
-    def __call__(self, kind: str, config: dict[str, Any] | None = None) -> Host: ...
+HostLoader = Callable[[str, dict[str, Any]], Host]  # as runtime/driver.py loads hosts
 
 
 @dataclass(frozen=True)
@@ -43,19 +43,24 @@ class Reattached:
 class RunnerLink:
     """The project's runner, seen from the control plane (``state_dir``: .turnkeeper/)."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, required: bool = False) -> None:
         self.state_dir = state_dir
+        # Required (``run --runner require``): no host runs here when the runner is away.
+        self.required = required
 
     def available(self) -> bool:
         from turnkeeper.runner import runner_available
 
         return runner_available(self.state_dir)
 
-    def loader(self) -> HostLoader:
-        """A host loader whose hosts run their turns in the runner."""
+    def loader(self, fallback: HostLoader | None = None) -> HostLoader:
+        """A host loader whose hosts run their turns in the runner; while no runner
+        answers, ``fallback``'s run them here (None: the turn's start fails)."""
         from turnkeeper.runner import RunnerClient, RunnerHost
 
-        def load(kind: str, config: dict[str, Any] | None = None) -> Host:
+        def load(kind: str, config: dict[str, Any]) -> Host:
+            if fallback is not None and not self.available():
+                return fallback(kind, config)
             return RunnerHost(kind, config, RunnerClient(self.state_dir))
 
         return load
