@@ -62,3 +62,24 @@ def _demo_databases() -> set[str]:
         ("turnkeeper_demo_%",),
     )
     return {str(r[0]) for r in rows}
+
+
+def test_demo_with_the_runner_loses_no_turn_to_the_control_planes_kill() -> None:
+    """``demo --runner``: the agent belongs to the runner, survives the control plane's
+    SIGKILL, and the restarted control plane reattaches to the same turn."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "turnkeeper.cli.main", "demo", "--runner"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "belongs to the runner and keeps running" in out
+    assert "reattached at seq" in out
+    assert "finished 1 reattached" in out
+    assert "turns lost to the crashes: 0" in out
+    assert "the control plane's SIGKILL lost no turn" in out
+    assert "orphans of the killed turn still alive: none" in out

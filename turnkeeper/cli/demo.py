@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -38,7 +39,7 @@ def _step(text: str) -> None:
     console.rule(f"[bold cyan]{text}")
 
 
-def _set_up(repo: Path, database_url: str | None) -> str:
+def _set_up(repo: Path, database_url: str | None, runner: bool) -> str:
     from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
     from turnkeeper.runtime.goals import GoalService
     from turnkeeper.runtime.project import init_project
@@ -67,14 +68,16 @@ def _set_up(repo: Path, database_url: str | None) -> str:
         ]
         for todo in todos:
             goals.submit(GOAL, AddTodo(todo=todo))
-        config = agent_script(project.state_dir / "agent")
+        config = agent_script(project.state_dir / "agent", runner=runner)
         session = SessionService(store).create(GOAL, repo, "scripted", config)
         return session.session_id
     finally:
         store.close()
 
 
-def _start_control_plane(repo: Path, label: str) -> subprocess.Popen[str]:
+def _start_control_plane(
+    repo: Path, label: str, seen: list[str] | None = None
+) -> subprocess.Popen[str]:
     env = {**os.environ, "TURNKEEPER_DIR": str(repo), "COLUMNS": "100"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "turnkeeper.cli.main", "run"],
@@ -89,6 +92,8 @@ def _start_control_plane(repo: Path, label: str) -> subprocess.Popen[str]:
     def relay() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            if seen is not None:
+                seen.append(line)
             console.print(f"  [dim]{label} |[/] {line.rstrip()}", highlight=False)
 
     threading.Thread(target=relay, daemon=True).start()
@@ -132,7 +137,27 @@ def _alive(pid: int) -> bool:
     return stat is not None and not stat.dead  # a zombie is dead, only not yet reaped
 
 
-def _run_scenario(repo: Path, session_id: str) -> None:
+def _tk(repo: Path, *args: str) -> str:
+    """``turnkeeper ARGS`` in the demo's project (the runner's commands)."""
+    env = {**os.environ, "TURNKEEPER_DIR": str(repo)}
+    done = subprocess.run(
+        [sys.executable, "-m", "turnkeeper.cli.main", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PAUSE_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"turnkeeper {' '.join(args)} failed: {done.stdout}{done.stderr}")
+    return done.stdout.strip()
+
+
+def _run_scenario(repo: Path, session_id: str, runner: bool) -> None:
+    if runner:
+        _step("0. start the project's runner: it, not the control plane, owns the agents")
+        console.print(_tk(repo, "runner", "start"))
     _step("1. the control plane drives the agent through the goal")
     first = _start_control_plane(repo, "control plane #1")
     agent_pid = _wait_for_pause(repo, HOST_KILL_POINT, first)
@@ -145,16 +170,39 @@ def _run_scenario(repo: Path, session_id: str) -> None:
     survivors = _marked_survivors(repo)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
-    console.print(
-        f"[red]SIGKILL[/] control plane pid {first.pid}; the agent (pid {agent_pid}) and its "
-        f"detached shell child keep running as orphans: pids {survivors}"
-    )
-    _step("4. restart: recover every in-flight turn, then carry on")
-    second = _start_control_plane(repo, "control plane #2")
-    second.wait(timeout=PAUSE_TIMEOUT_SECONDS)
+    if runner:
+        console.print(
+            f"[red]SIGKILL[/] control plane pid {first.pid}; the agent (pid {agent_pid}) "
+            "belongs to the runner and keeps running"
+        )
+        _step("4. restart: the new control plane reattaches to the running turn")
+        seen: list[str] = []
+        second = _start_control_plane(repo, "control plane #2", seen)
+        _wait_until(lambda: any("reattached" in line for line in seen), second)
+        (repo / ".turnkeeper-pause" / CONTROL_PLANE_KILL_POINT).unlink()
+        console.print("the agent is let go on: the same turn finishes the docs")
+        second.wait(timeout=PAUSE_TIMEOUT_SECONDS)
+        console.print(_tk(repo, "runner", "stop", "--force"))
+        survivors = [pid for pid in survivors if pid != agent_pid]  # ended with its turn
+    else:
+        console.print(
+            f"[red]SIGKILL[/] control plane pid {first.pid}; the agent (pid {agent_pid}) and "
+            f"its detached shell child keep running as orphans: pids {survivors}"
+        )
+        _step("4. restart: recover every in-flight turn, then carry on")
+        second = _start_control_plane(repo, "control plane #2")
+        second.wait(timeout=PAUSE_TIMEOUT_SECONDS)
     time.sleep(0.2)  # let the relay thread print the last lines
     left = [pid for pid in survivors if _alive(pid)]
     console.print(f"orphans of the killed turn still alive: {left or 'none'}")
+
+
+def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + PAUSE_TIMEOUT_SECONDS
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the restarted control plane did not reattach")
+        time.sleep(0.05)
 
 
 def _show_outcome(repo: Path, session_id: str) -> bool:
@@ -183,7 +231,21 @@ def _show_outcome(repo: Path, session_id: str) -> bool:
         _step("verify: checksums, contiguous sequences, projections equal their folds")
         report = store.verify(kernel_folder())
         render_verify(report)
+        lost = state.counters.turns_lost
+        console.print(f"turns lost to the crashes: {lost}")
         return goal.is_closed and report.ok
+    finally:
+        store.close()
+
+
+def _no_turn_lost(repo: Path, session_id: str) -> bool:
+    from turnkeeper.runtime.project import Project
+    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.store import open_store
+
+    store = open_store(Project(repo).database_url)
+    try:
+        return SessionService(store).load(session_id).counters.turns_lost == 0
     finally:
         store.close()
 
@@ -195,6 +257,12 @@ def demo(
         "--database-url",
         help="Run on this PostgreSQL server instead of SQLite: the demo creates a "
         "database of its own there (postgresql://USER@HOST/ANY) and drops it at the end.",
+    ),
+    runner: bool = typer.Option(
+        False,
+        "--runner",
+        help="Run the agents in the project's runner: the control plane's SIGKILL then "
+        "loses no turn (the restarted one reattaches).",
     ),
 ) -> None:
     """Watch a goal survive crashes: its agent and the control plane SIGKILLed mid-turn.
@@ -219,7 +287,7 @@ def demo(
         else f"{repo}/.turnkeeper/turnkeeper.db (SQLite, WAL)"
     )
     try:
-        session_id = _set_up(repo, scratch)
+        session_id = _set_up(repo, scratch, runner)
         console.print(
             Panel(
                 f"throwaway repository: {repo}\n"
@@ -228,14 +296,18 @@ def demo(
                 title="turnkeeper demo",
             )
         )
-        _run_scenario(repo, session_id)
+        _run_scenario(repo, session_id, runner)
         ok = _show_outcome(repo, session_id)
+        if runner:
+            ok = ok and _no_turn_lost(repo, session_id)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
             if scratch:
                 drop_database(scratch)
     verdict = "[bold green]goal completed through both crashes[/]" if ok else "[bold red]FAILED[/]"
+    if ok and runner:
+        verdict += "\n[green]the control plane's SIGKILL lost no turn: it was reattached[/]"
     console.print(Panel(f"{verdict}\n[dim]directory {root}{' kept' if keep else ' removed'}[/]"))
     if not ok:
         raise typer.Exit(1)

@@ -8,6 +8,9 @@ checks as evidence. Two turns are set up to be killed for real:
 * ``write the docs`` starts a detached ``sleep`` the way agent CLIs start shell
   commands, then pauses so the demo can SIGKILL the *control plane*; the
   restarted control plane ends the orphaned agent and its child and continues.
+  With the runner (``demo --runner``) the agent belongs to the runner instead: it
+  survives the kill, the restarted control plane reattaches, and the same turn goes
+  on to write the docs.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def _check(code: str, key: str) -> dict[str, Any]:
     return {"key": key, "command": f'{PY} -c "{code}"'}
 
 
-def agent_script(state_dir: Path) -> dict[str, Any]:
+def agent_script(state_dir: Path, *, runner: bool = False) -> dict[str, Any]:
     add_check = _check("from add import add; assert add(2, 3) == 5", "add-works")
     sub_check = _check("from sub import sub; assert sub(5, 3) == 2", "sub-works")
     docs_check = _check(
@@ -84,15 +87,30 @@ def agent_script(state_dir: Path) -> dict[str, Any]:
                         "evidence": [docs_check],
                     },
                 },
-                {
-                    "match": {"todo": "write the docs"},
-                    "steps": [
-                        {"op": "shell", "command": "sleep 600", "detach": True},
-                        {"op": "checkpoint", "name": CONTROL_PLANE_KILL_POINT, "pause": True},
-                    ],
-                },
+                _docs_start_turn(docs_check, runner=runner),
             ]
         },
+    }
+
+
+def _docs_start_turn(docs_check: dict[str, Any], *, runner: bool) -> dict[str, Any]:
+    """The docs turn the control plane is killed in. Without a runner it never ends
+    (the restart ends it, a continuation writes the docs); with one, it outlives the
+    kill and writes them itself once the demo lets it go on."""
+    paused: list[dict[str, Any]] = [
+        {"op": "shell", "command": "sleep 600", "detach": True},
+        {"op": "checkpoint", "name": CONTROL_PLANE_KILL_POINT, "pause": True},
+    ]
+    if not runner:
+        return {"match": {"todo": "write the docs"}, "steps": paused}
+    return {
+        "match": {"todo": "write the docs"},
+        "steps": [
+            *paused,
+            {"op": "message", "text": "still here after the control plane's SIGKILL"},
+            {"op": "write", "path": "README.md", "content": DOCS},
+        ],
+        "result": {"summary": "docs written", "todo_done": True, "evidence": [docs_check]},
     }
 
 

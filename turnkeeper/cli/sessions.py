@@ -540,12 +540,14 @@ def run(
         summary_json = {
             "turns": summary.turns,
             "failed_turns": summary.failed_turns,
+            "reattached_turns": summary.reattached,
             "stops": summary.stops,
             "reasons": summary.reasons,
         }
         print_json(summary_json, one_line=True)  # the last of run's JSON lines
     else:
-        console.print(f"ran {summary.turns} turns ({summary.failed_turns} failed)")
+        again = f", finished {summary.reattached} reattached" if summary.reattached else ""
+        console.print(f"ran {summary.turns} turns ({summary.failed_turns} failed){again}")
         for sid, why in summary.stops.items():
             reason = summary.reasons.get(sid)
             shown = f"{why} ({reason})" if reason and reason != why else why

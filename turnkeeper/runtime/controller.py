@@ -103,6 +103,7 @@ class ControllerConfig:
 class RunSummary:
     turns: int = 0
     failed_turns: int = 0
+    reattached: int = 0  # turns a runner kept running through a restart, finished here
     stops: dict[str, str] = field(default_factory=dict)  # session id -> why it stopped
     # session id -> the typed reason behind a stop, where there is one
     # (``crashed``: recovery_attempts_exhausted; ``lease_lost``: who took it over).
@@ -380,6 +381,8 @@ class Controller:
         )
         began = time.monotonic()
         result = self.driver.continue_reattached(session, attached)
+        with summary._lock:
+            summary.reattached += 1
         if not result.succeeded:
             summary.count_failure()
         outcome = result.outcome
