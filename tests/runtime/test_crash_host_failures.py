@@ -158,6 +158,7 @@ def test_host_failure_is_recorded_and_resumed_by_a_continuation(
     assert summary == {
         "turns": 3,
         "failed_turns": 1,
+        "reattached_turns": 0,
         "stops": {project.session_id: "goal_terminal"},
         "reasons": {},
     }, outcome.run.describe()

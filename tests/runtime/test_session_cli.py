@@ -203,6 +203,7 @@ def test_a_stopped_session_is_left_alone_by_run(project: Path, tk: Invoke) -> No
     assert named == {
         "turns": 0,
         "failed_turns": 0,
+        "reattached_turns": 0,
         "stops": {ids["stopped"]: "session_suspended"},
         "reasons": {},
     }
