@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from turnkeeper import __version__
-from turnkeeper.cli import chaos, maintenance, sessions
+from turnkeeper.cli import chaos, maintenance, serve, sessions
 from turnkeeper.cli import turns as turn_commands
 from turnkeeper.cli.demo import demo
 from turnkeeper.cli.goals import goal_app, todo_app
 from turnkeeper.cli.runner import runner_app
+from turnkeeper.cli.shares import share_app
 from turnkeeper.cli.watch import evidence_app, gate_app, monitor_app
 
 HELP = """\
@@ -70,6 +71,7 @@ app.command()(sessions.recover)
 app.command()(turn_commands.logs)
 app.command()(demo)
 app.command()(chaos.chaos)
+app.command()(serve.serve)
 app.add_typer(sessions.session_app, name="session")
 app.add_typer(turn_commands.turn_app, name="turn")
 app.add_typer(sessions.operation_app, name="operation")
@@ -79,6 +81,7 @@ app.add_typer(gate_app, name="gate")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(evidence_app, name="evidence")
 app.add_typer(runner_app, name="runner")
+app.add_typer(share_app, name="share")
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,136 @@
+"""``turnkeeper serve`` and ``turnkeeper share`` as a user runs them: real processes,
+a real port, SIGTERM to stop (only the server this test started, by its pid).
+
+A first start prints a fresh admin token once, with a login URL; a restart from a
+token file retires that token; a share made from the command line reaches its
+session over HTTP until it is revoked; ``--json-logs`` logs JSON lines that never
+carry a token; ``--help`` of the command line does not import FastAPI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from tests.api.conftest import ApiProject
+
+CLI = [sys.executable, "-m", "turnkeeper.cli.main"]
+
+
+def _env(project: ApiProject) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    env["TURNKEEPER_DIR"] = str(project.root)
+    return env
+
+
+def tk(project: ApiProject, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [*CLI, *args], env=_env(project), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@contextmanager
+def serving(project: ApiProject, *args: str) -> Iterator[tuple[str, list[str], Path]]:
+    """``turnkeeper serve --port 0 ARGS``: its base URL, its first lines, its stderr file."""
+    err = project.root.parent / f"serve-{time.monotonic_ns()}.err"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(
+            [*CLI, "serve", "--port", "0", *args],
+            env=_env(project),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline()]
+        assert lines[0].startswith("serving "), lines[0] + err.read_text()
+        lines.append(proc.stdout.readline())
+        if "shown once" in lines[-1]:
+            lines.append(proc.stdout.readline())
+        base = lines[0].split(" on ")[-1].strip()
+        assert base.startswith("http://127.0.0.1:")
+        yield base, lines, err
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            # A clean shutdown; uvicorn then ends by the signal it caught, re-raised.
+            assert proc.wait(timeout=20) in (0, -signal.SIGTERM), err.read_text()
+            assert "Application shutdown complete" in err.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _get(base: str, path: str, token: str) -> httpx.Response:
+    return httpx.get(base + path, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def test_serve_share_and_restart(api_project: ApiProject) -> None:
+    project = api_project
+    sid = project.session_id
+    with serving(project, "--json-logs") as (base, lines, err):
+        token = lines[1].split(": ", 1)[1].strip()
+        assert lines[2].strip() == f"login: {base}/?token={token}"
+        assert _get(base, "/v1/whoami", token).json() == {"kind": "admin", "share": None}
+        made = json.loads(tk(project, "share", "create", sid, "--read-only", "--json").stdout)
+        share = made["token"]
+        assert (made["session_id"], made["mode"]) == (sid, "read")
+        assert _get(base, f"/v1/sessions/{sid}", share).status_code == 200
+        assert _get(base, "/v1/status", share).status_code == 403
+        listed = json.loads(tk(project, "share", "list", "--json").stdout)
+        assert [s["share_id"] for s in listed] == [made["share_id"]]
+        assert "token" not in listed[0]
+        tk(project, "share", "revoke", made["share_id"])
+        assert _get(base, f"/v1/sessions/{sid}", share).status_code == 401
+    logged = [json.loads(line) for line in err.read_text().splitlines() if line.startswith("{")]
+    requests = [line for line in logged if line.get("path")]
+    assert {r["path"] for r in requests} >= {"/v1/whoami", f"/v1/sessions/{sid}"}
+    assert {r["caller"] for r in requests} >= {"admin", f"share:{made['share_id']}"}
+    assert token not in err.read_text() and share not in err.read_text()
+
+    # A restart from a token file: the printed token is retired, the file's works.
+    token_file = project.root.parent / "token"
+    token_file.write_text("tka_from-a-file-0123456789abcdef\n")
+    with serving(project, "--token-file", str(token_file)) as (base, lines, _):
+        assert "shown once" not in "".join(lines)
+        assert _get(base, "/v1/whoami", token).status_code == 401
+        assert _get(base, "/v1/whoami", "tka_from-a-file-0123456789abcdef").status_code == 200
+    # Tokens and shares are project state: verify folds the access stream too.
+    tk(project, "verify")
+
+
+def test_share_needs_one_mode_and_help_needs_no_fastapi(api_project: ApiProject) -> None:
+    refused = subprocess.run(
+        [*CLI, "share", "create", api_project.session_id, "--json"],
+        env=_env(api_project),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert json.loads(refused.stdout)["error"]["reason"] == "share_mode_required"
+    probe = subprocess.run(
+        [sys.executable, "-X", "importtime", *CLI[1:], "--help"],
+        env=_env(api_project),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    imported = {line.rsplit("|", 1)[-1].strip() for line in probe.stderr.splitlines()}
+    assert "typer" in imported
+    assert not {m for m in imported if m.split(".")[0] in {"fastapi", "uvicorn", "starlette"}}

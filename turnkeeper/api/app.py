@@ -1,0 +1,134 @@
+"""The application: routes by area, one access guard, one error shape.
+
+``create_app(store, root)`` is the server ``turnkeeper serve`` runs. Every route is
+guarded by the access mode it declares (turnkeeper/api/access.py); :func:`build_app`
+refuses to build an app with a route that declares none.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.routing import APIRoute
+
+from turnkeeper import __version__
+from turnkeeper.api import events, routes_goals, routes_sessions, routes_status
+from turnkeeper.api.access import authorize, check_routes, declared
+from turnkeeper.api.errors import ERROR_RESPONSES, install_error_handlers
+from turnkeeper.api.logs import log_requests
+from turnkeeper.api.metrics import metrics_registry
+from turnkeeper.api.observer import EndedTurn, TurnObserver
+from turnkeeper.errors import PermissionDenied
+from turnkeeper.store.base import EventStore
+
+ROUTERS: tuple[APIRouter, ...] = (
+    routes_status.router,
+    routes_goals.router,
+    routes_sessions.router,
+    events.router,
+    routes_status.plain,
+)
+# How often a server with spans enabled reads the log for turns that ended.
+SPAN_POLL_SECONDS = 2.0
+
+DESCRIPTION = """\
+turnkeeper's operations over HTTP. Every call needs `Authorization: Bearer TOKEN`:
+the project's admin token, or a share of one session (read-only or update).
+Every error is `{"error": {"code", "reason", "message", "details"}}`.
+"""
+
+
+def guard(request: Request) -> None:
+    """The access check of the route being called (fails closed for a route without a
+    declaration, which :func:`check_routes` already refuses at build time)."""
+    route = request.scope.get("route")
+    needed = declared(route) if isinstance(route, APIRoute) else None
+    if needed is None:
+        raise PermissionDenied("this route declares no access mode", reason="undeclared_route")
+    request.state.principal = authorize(request.app.state.store, request, needed)
+
+
+def build_app(
+    store: EventStore,
+    root: Path,
+    routers: Sequence[APIRouter],
+    *,
+    on_turn_end: Callable[[EndedTurn], None] | None = None,
+) -> FastAPI:
+    observer = TurnObserver(store, on_turn_end)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+        poller = None
+        if on_turn_end is not None:
+            poller = threading.Thread(
+                target=_poll_turns, args=(observer, stop), name="turn-spans", daemon=True
+            )
+            poller.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if poller is not None:
+                poller.join(timeout=10)
+
+    app = FastAPI(
+        title="turnkeeper",
+        version=__version__,
+        description=DESCRIPTION,
+        dependencies=[Depends(guard)],
+        responses=ERROR_RESPONSES,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.root = root.resolve()
+    app.state.observer = observer
+    app.state.metrics = metrics_registry(observer)
+    for router in routers:
+        app.include_router(router)
+    install_error_handlers(app)
+    app.middleware("http")(log_requests)
+    check_routes(app)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's description, with the bearer token every route needs."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+        )
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes["bearer"] = {"type": "http", "scheme": "bearer"}
+        schema["security"] = [{"bearer": []}]
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def _poll_turns(observer: TurnObserver, stop: threading.Event) -> None:
+    while not stop.wait(SPAN_POLL_SECONDS):
+        try:
+            observer.refresh()
+        except Exception:  # the store away for a moment: the next round tries again
+            continue
+
+
+def create_app(store: EventStore, root: Path, *, spans: Any | None = None) -> FastAPI:
+    """The API on ``store`` for the project at ``root``; ``spans`` receives every turn
+    that ends while it runs (``turnkeeper.api.telemetry.TurnSpans``)."""
+    return build_app(store, root, ROUTERS, on_turn_end=spans)

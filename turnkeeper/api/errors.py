@@ -1,0 +1,151 @@
+"""One error shape on the wire: ``{"error": {"code", "reason", "message", "details"}}``.
+
+The HTTP status is the taxonomy's (``turnkeeper.errors.HTTP_STATUS``), with one
+exception: a caller without a (valid) token gets 401, the body saying
+``PERMISSION_DENIED`` with reason ``no_token`` or ``invalid_token`` — the taxonomy
+has no code of its own for it. Request validation is ``INVALID_ARGUMENT`` (400), an
+unknown route ``NOT_FOUND``, and anything unexpected ``INTERNAL`` (500) without a
+traceback: the traceback goes to the server's log only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from turnkeeper.api.access import Unauthenticated
+from turnkeeper.errors import HTTP_STATUS, ErrorCode, TurnkeeperError
+
+log = logging.getLogger("turnkeeper.api")
+
+# Validation messages quote the offending input; bounded so an answer stays small.
+_MAX_PROBLEMS = 20
+_MAX_TEXT = 300
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    code: ErrorCode
+    reason: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    """Every refusal and failure of the API."""
+
+    model_config = ConfigDict(extra="forbid")
+    error: ErrorDetail
+
+
+def error_response(
+    code: ErrorCode,
+    reason: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    *,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"code": code.value, "reason": reason, "message": message}}
+    body["error"]["details"] = details or {}  # type: ignore[assignment]
+    return JSONResponse(body, status_code=status or HTTP_STATUS[code], headers=headers)
+
+
+def _typed(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TurnkeeperError)
+    if isinstance(exc, Unauthenticated):
+        return error_response(
+            exc.code,
+            exc.reason,
+            exc.message,
+            exc.details,
+            status=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return error_response(exc.code, exc.reason, exc.message, _plain(exc.details))
+
+
+def _plain(value: Any) -> Any:
+    """Details as JSON values (they may hold paths, tuples, sets)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _invalid(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [
+        {
+            "location": [str(part) for part in problem.get("loc", ())],
+            "message": str(problem.get("msg", ""))[:_MAX_TEXT],
+            "type": str(problem.get("type", "")),
+        }
+        for problem in exc.errors()[:_MAX_PROBLEMS]
+    ]
+    first = problems[0] if problems else {"location": [], "message": "invalid request"}
+    field = ".".join(first["location"][1:]) or None
+    details: dict[str, Any] = {"problems": problems}
+    if field:
+        details["field"] = field
+    return error_response(
+        ErrorCode.INVALID_ARGUMENT,
+        "invalid_request",
+        f"{'.'.join(first['location']) or 'request'}: {first['message']}",
+        details,
+    )
+
+
+def _http(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        return error_response(ErrorCode.NOT_FOUND, "no_such_route", "no such route")
+    if exc.status_code == 405:
+        return error_response(
+            ErrorCode.INVALID_ARGUMENT,
+            "method_not_allowed",
+            "this route does not take that method",
+            status=405,
+            headers=dict(exc.headers or {}),
+        )
+    code = ErrorCode.INVALID_ARGUMENT if exc.status_code < 500 else ErrorCode.INTERNAL
+    return error_response(code, "http_error", str(exc.detail)[:_MAX_TEXT], status=exc.status_code)
+
+
+def _crash(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(ErrorCode.INTERNAL, "internal", "internal error (see the server log)")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TurnkeeperError, _typed)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(Exception, _crash)
+
+
+# Every operation's documented refusals (OpenAPI ``responses``).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what}
+    for status, what in (
+        (400, "INVALID_ARGUMENT"),
+        (401, "no token, or an unknown one (PERMISSION_DENIED, reason no_token/invalid_token)"),
+        (403, "PERMISSION_DENIED"),
+        (404, "NOT_FOUND"),
+        (409, "ABORTED"),
+        (412, "FAILED_PRECONDITION"),
+        (422, "ALREADY_EXISTS"),
+        (500, "INTERNAL or DATA_LOSS"),
+        (503, "UNAVAILABLE"),
+    )
+}

@@ -1,0 +1,34 @@
+"""Print the API's OpenAPI description (docs/openapi.json is this output, checked in):
+
+python -m turnkeeper.api.openapi > docs/openapi.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def description() -> dict[str, Any]:
+    """The description the app serves at ``/v1/openapi.json`` (it needs no data: the
+    app is built on an empty scratch store)."""
+    from turnkeeper.api.app import create_app
+    from turnkeeper.store import open_store
+
+    with tempfile.TemporaryDirectory() as scratch:
+        store = open_store(f"sqlite:///{Path(scratch) / 'scratch.db'}")
+        try:
+            return create_app(store, Path(scratch)).openapi()
+        finally:
+            store.close()
+
+
+def main() -> None:
+    sys.stdout.write(json.dumps(description(), indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

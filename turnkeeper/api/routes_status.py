@@ -1,0 +1,137 @@
+"""The project as a whole: status, the caller, shares, metrics, the API's description."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from turnkeeper.api.access import access
+from turnkeeper.api.deps import Body, IdPath, SessionPath, principal_of, store_of
+from turnkeeper.api.metrics import render
+from turnkeeper.api.routes_sessions import resolve_session
+from turnkeeper.kernel import TerminalAudit
+from turnkeeper.kernel.session import SessionState
+from turnkeeper.runtime.access import AccessService, Principal, ShareMode, share_json
+from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
+from turnkeeper.store.base import EventStore
+
+router = APIRouter(prefix="/v1", tags=["project"])
+plain = APIRouter(tags=["project"])
+Store = Annotated[EventStore, Depends(store_of)]
+
+
+class GoalSummary(BaseModel):
+    id: str
+    title: str
+    status: str
+    todos: int
+    audit: TerminalAudit
+
+
+class StatusAnswer(BaseModel):
+    goals: list[GoalSummary]
+    sessions: list[SessionState]
+
+
+class ShareView(BaseModel):
+    share_id: str
+    session_id: str
+    mode: ShareMode
+    created_at: str
+    revoked_at: str | None
+
+
+class ShareList(BaseModel):
+    shares: list[ShareView]
+
+
+class ShareCreate(Body):
+    mode: ShareMode
+
+
+class ShareCreated(BaseModel):
+    share: ShareView
+    token: str
+
+
+class Caller(BaseModel):
+    kind: Literal["admin", "share"]
+    share: ShareView | None = None
+
+
+@router.get("/status", response_model=StatusAnswer)
+@access("read")
+def status(store: Store) -> Any:
+    """Everything in flight: every goal with its audit, every session (``status``).
+    DATA_LOSS when the log holds less than a workspace's snapshots record."""
+    goals = GoalService(store)
+    rows = [
+        GoalSummary(
+            id=state.goal.id,
+            title=state.goal.title,
+            status=state.goal.status.value,
+            todos=len(state.todos),
+            audit=goals.audit(state.goal.id),
+        )
+        for state in goals.list_goals()
+    ]
+    sessions = SessionService(store).list()
+    check_workspaces_not_ahead(store, sessions)
+    return StatusAnswer(goals=rows, sessions=sessions)
+
+
+@router.get("/whoami", response_model=Caller)
+@access("read", "any")
+def whoami(request: Request) -> Any:
+    """The caller: the admin, or a share (its session and mode)."""
+    principal: Principal = principal_of(request)
+    share = ShareView(**share_json(principal.share)) if principal.share is not None else None
+    return Caller(kind=principal.kind, share=share)
+
+
+@router.get("/shares", response_model=ShareList)
+@access("admin")
+def shares_list(store: Store) -> Any:
+    """Every share, revoked ones too (``share list``); tokens are never shown again."""
+    shares = AccessService(store).list_shares()
+    return ShareList(shares=[ShareView(**share_json(s)) for s in shares])
+
+
+@router.post("/sessions/{session_id}/shares", response_model=ShareCreated)
+@access("admin", "session")
+def share_create(session_id: SessionPath, body: ShareCreate, store: Store) -> Any:
+    """Share one session, read-only or with update rights (``share create``); the
+    token is in the answer and nowhere else."""
+    made = AccessService(store).create_share(resolve_session(store, session_id), body.mode)
+    return ShareCreated(share=ShareView(**share_json(made.share)), token=made.token)
+
+
+@router.delete("/shares/{share_id}", response_model=ShareView)
+@access("admin")
+def share_revoke(share_id: IdPath, store: Store) -> Any:
+    """Revoke a share: its token stops working (``share revoke``)."""
+    return ShareView(**share_json(AccessService(store).revoke_share(share_id)))
+
+
+@router.get("/openapi.json", include_in_schema=False)
+@access("read", "any")
+def openapi(request: Request) -> Any:
+    """This API's OpenAPI description."""
+    return JSONResponse(request.app.openapi())
+
+
+@plain.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+@access("admin")
+def metrics(request: Request) -> Response:
+    """Operator signals in Prometheus' text format (see docs/api.md)."""
+    body = render(request.app.state.metrics)
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
