@@ -153,12 +153,14 @@ class SqlEventStore(EventStore):
 
     def head(self, stream_id: str) -> int:
         self._check_open()
+        _check_id("stream_id", stream_id)
         return self._reader.events_head(stream_id)
 
     def read_stream(
         self, stream_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[EventRecord]:
         self._check_open()
+        _check_id("stream_id", stream_id)
         if after_seq < 0 or (limit is not None and limit < 0):
             raise InvalidArgument("after_seq and limit must be >= 0", reason="bad_range")
         # Read before the events: a read to the end of the stream must reach the head
@@ -178,6 +180,7 @@ class SqlEventStore(EventStore):
 
     def read_projection(self, stream_id: str) -> Projection | None:
         self._check_open()
+        _check_id("stream_id", stream_id)
         row = self._reader.projection(stream_id)
         if row is None:
             row = confirm_missing_projection(self._reader, stream_id)
@@ -187,10 +190,12 @@ class SqlEventStore(EventStore):
 
     def list_projections(self, kind: str) -> list[Projection]:
         self._check_open()
+        _check_id("kind", kind)
         return listed_projections(self._reader, kind)
 
     def lookup(self, entity_id: str) -> tuple[str, str] | None:
         self._check_open()
+        _check_id("entity_id", entity_id)
         row = self._reader.lookup(entity_id)
         if row is None:
             row = confirm_missing_entity(self._reader, entity_id)
@@ -200,6 +205,8 @@ class SqlEventStore(EventStore):
 
     def lookup_prefix(self, prefix: str, entity_kind: str) -> list[str]:
         self._check_open()
+        _check_id("prefix", prefix)
+        _check_id("entity_kind", entity_kind)
         if not prefix:
             raise InvalidArgument("an id prefix must not be empty", reason="empty_id")
         found = []
@@ -286,6 +293,11 @@ def _prepare(
     """Validate one stream's append and build its rows and checksums (outside the lock)."""
     if not stream_id or not kind:
         raise InvalidArgument("stream_id and kind must be non-empty", reason="empty_id")
+    _check_id("stream_id", stream_id)
+    _check_id("kind", kind)
+    for entry in index:
+        _check_id("entity_id", entry.entity_id)
+        _check_id("entity_kind", entry.entity_kind)
     if expected_seq < 0:
         raise InvalidArgument(
             f"expected_seq {expected_seq} < 0",
@@ -344,6 +356,15 @@ def _prepare(
         events=rows,
         index=index_rows,
     )
+
+
+def _check_id(name: str, value: str) -> None:
+    """Ids are text without NUL: PostgreSQL cannot store one in a text column, so no
+    backend takes one (a lookup of such an id is a caller's error, not a miss)."""
+    if "\x00" in value:
+        raise InvalidArgument(
+            f"{name} must not contain a NUL character", reason="bad_text", details={"field": name}
+        )
 
 
 def display_url(url: str) -> str:

@@ -88,3 +88,23 @@ def test_an_empty_prefix_is_refused(store: EventStore) -> None:
     with pytest.raises(InvalidArgument) as err:
         store.lookup_prefix("", "todo")
     assert err.value.reason == "empty_id"
+
+
+@pytest.mark.parametrize("call", ["head", "read_stream", "read_projection", "lookup", "append"])
+def test_an_id_with_a_nul_character_is_invalid_on_every_backend(
+    store: EventStore, call: str
+) -> None:
+    bad = "stream\x00id"
+    calls: dict[str, Callable[[], object]] = {
+        "head": lambda: store.head(bad),
+        "read_stream": lambda: store.read_stream(bad),
+        "read_projection": lambda: store.read_projection(bad),
+        "lookup": lambda: store.lookup(bad),
+        "append": lambda: store.append(
+            bad, KIND, 0, [NewEvent(type="t", schema_version=1, payload="{}")], "{}", 1
+        ),
+    }
+    with pytest.raises(InvalidArgument) as raised:
+        calls[call]()
+    assert raised.value.reason == "bad_text"
+    assert store.list_projections(KIND) == []  # nothing was written
