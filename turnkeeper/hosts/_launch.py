@@ -64,10 +64,11 @@ def substitute(args: list[str], request: TurnRequest) -> list[str]:
 def process_env(request: TurnRequest, env: dict[str, str], inherit_env: bool) -> dict[str, str]:
     """The process's environment: inherited (or its bare minimum), the config's ``env``,
     the request's, then the turn's markers."""
+    inherited = os.environ if request.inherited_env is None else request.inherited_env
     base = (
-        dict(os.environ)
+        dict(inherited)
         if inherit_env
-        else {k: v for k, v in os.environ.items() if k in _KEPT_WITHOUT_INHERIT}
+        else {k: v for k, v in inherited.items() if k in _KEPT_WITHOUT_INHERIT}
     )
     # The markers go last so neither config nor request can overwrite them.
     return {

@@ -87,10 +87,20 @@ class TurnRequest(BaseModel):
     todo_title: str | None = None
     timeout_seconds: float = Field(default=3600.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    # The environment the host's processes inherit in place of this process's own
+    # (None): a runner's host inherits the environment of the control plane that asked
+    # for the turn, with the host config's ``env`` over it as without a runner.
+    inherited_env: dict[str, str] | None = None
     # Per-turn host settings; they override the config the host was loaded with.
     host_config: dict[str, Any] = Field(default_factory=dict)
     # What of the turn's output the driver journals; a host keeps no more than this.
     limits: TurnLimits = Field(default_factory=TurnLimits)
+
+    def for_host(self) -> dict[str, Any]:
+        """The request as a host's process reads it (its stdin): without the inherited
+        environment, which the process has already and which must not be copied into
+        files or transcripts an agent writes."""
+        return self.model_dump(mode="json", exclude={"inherited_env"})
 
 
 class HostEvent(BaseModel):

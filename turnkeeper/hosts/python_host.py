@@ -68,7 +68,7 @@ class PythonHost:
             kill_stragglers=cfg.kill_stragglers,
         )
         payload = {
-            "request": request.model_dump(mode="json"),
+            "request": request.for_host(),
             "config": cfg.model_dump(mode="json"),
         }
         return spawn(request, sub, stdin_request=payload)

@@ -163,7 +163,7 @@ class SubprocessHost:
     def start(self, request: TurnRequest) -> SubprocessRun:
         cfg = validate_config(SubprocessHostConfig, self._config, request.host_config)
         payload = {
-            "request": request.model_dump(mode="json"),
+            "request": request.for_host(),
             "config": cfg.model_dump(mode="json"),
         }
         return spawn(request, cfg, stdin_request=payload)
@@ -190,7 +190,7 @@ def spawn(
     if cfg.stdin == "instructions":
         stdin_data = request.instructions.encode()
     elif cfg.stdin == "request":
-        payload = stdin_request or {"request": request.model_dump(mode="json")}
+        payload = stdin_request or {"request": request.for_host()}
         stdin_data = json.dumps(payload).encode()
     # A cgroup for the turn (or the subreaper path): raises HostSpawnFailed when the
     # containment TURNKEEPER_CONTAINMENT asks for is not available here.

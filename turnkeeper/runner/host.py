@@ -38,11 +38,11 @@ class RunnerHost:
         return self._kind
 
     def start(self, request: TurnRequest) -> RunnerRun:
-        # The host gets the environment of the control plane that asked for the turn
-        # (the user's shell: PATH, API keys), as it would without a runner, not the
-        # daemon's. It is sent, not kept: the runner's journal holds only a digest.
-        env = {**os.environ, **request.env}
-        request = request.model_copy(update={"env": env})
+        # The host inherits the environment of the control plane that asked for the
+        # turn (the user's shell: PATH, API keys), as it would without a runner, not
+        # the daemon's; the host config's ``env`` still goes over it. It is sent, not
+        # kept: the runner's journal holds only a digest.
+        request = request.model_copy(update={"inherited_env": dict(os.environ)})
         identity = self._client.start_turn(self._kind, self._config, request)
         return RunnerRun(self._client, request.turn_id, identity)
 

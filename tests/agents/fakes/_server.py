@@ -21,10 +21,17 @@ class Text:
 
 @dataclass(frozen=True)
 class Shell:
-    """The model asks the CLI to run a shell command (for real)."""
+    """The model asks the CLI to run a shell command (for real).
+
+    ``wait``: the model waits for a long command to exit, as a real one does. Codex's
+    ``exec_command`` answers after a while with the process still running; the model
+    then polls it (``write_stdin`` with nothing to write) until it has exited, and
+    only the final answer counts as the command's result. Other CLIs wait anyway.
+    """
 
     command: str
     description: str = "run a shell command"
+    wait: bool = False
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,10 +58,13 @@ class FakeResponsesServer(FakeModelServer):
                 prompt, at = text, n
         if prompt is None:
             return None, 0, True
+        waiting = _waiting_calls(items[at + 1 :])
         step = sum(
             1
             for item in items[at + 1 :]
-            if isinstance(item, dict) and item.get("type") == "function_call_output"
+            if isinstance(item, dict)
+            and item.get("type") == "function_call_output"
+            and not (item.get("call_id") in waiting and _still_running(item) is not None)
         )
         return prompt, step, False
 
@@ -86,12 +91,13 @@ class FakeResponsesServer(FakeModelServer):
             }
         else:
             assert isinstance(reply, Shell)
+            name, arguments = _shell_call(reply, body)
             item = {
                 "type": "function_call",
                 "id": self.next_id("fc"),
                 "call_id": self.next_id("call"),
-                "name": "exec_command",
-                "arguments": json.dumps({"cmd": reply.command}),
+                "name": name,
+                "arguments": json.dumps(arguments),
                 "status": "completed",
             }
         yield sse(
@@ -117,3 +123,40 @@ class FakeResponsesServer(FakeModelServer):
                 "response": {"id": rid, "status": "completed", "usage": USAGE},
             },
         )
+
+
+# A waiting Shell's calls ask Codex to wait this long (its maximum) before answering.
+WAIT_MS = 30_000
+_RUNNING = re.compile(r"Process running with session ID (\d+)")
+
+
+def _shell_call(reply: Shell, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The call a Shell reply makes: the command, or (waiting for it) a poll of the
+    command the previous call left running."""
+    if not reply.wait:
+        return "exec_command", {"cmd": reply.command}
+    items = body.get("input")
+    last = items[-1] if isinstance(items, list) and items else None
+    running = _still_running(last) if isinstance(last, dict) else None
+    if running is not None and last is not None and last.get("type") == "function_call_output":
+        return "write_stdin", {"session_id": running, "chars": "", "yield_time_ms": WAIT_MS}
+    return "exec_command", {"cmd": reply.command, "yield_time_ms": WAIT_MS}
+
+
+def _waiting_calls(items: list[Any]) -> set[str]:
+    """Call ids of the calls a waiting Shell made (they carry ``yield_time_ms``)."""
+    out = set()
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            with contextlib.suppress(ValueError, TypeError):
+                if "yield_time_ms" in json.loads(item.get("arguments") or "{}"):
+                    out.add(str(item.get("call_id")))
+    return out
+
+
+def _still_running(item: dict[str, Any]) -> int | None:
+    """The session id of a command a tool output says is still running, else None."""
+    output = item.get("output")
+    text = output if isinstance(output, str) else json.dumps(output)
+    found = _RUNNING.search(text)
+    return int(found.group(1)) if found else None
