@@ -6,6 +6,7 @@ import typer
 
 from turnkeeper import __version__
 from turnkeeper.cli import chaos, maintenance, serve, sessions
+from turnkeeper.cli import run as run_command
 from turnkeeper.cli import turns as turn_commands
 from turnkeeper.cli.demo import demo
 from turnkeeper.cli.goals import goal_app, todo_app
@@ -66,7 +67,7 @@ app.command()(maintenance.audit)
 app.command()(maintenance.verify)
 app.command()(maintenance.repair)
 app.command()(maintenance.propose)
-app.command()(sessions.run)
+app.command()(run_command.run)
 app.command()(sessions.recover)
 app.command()(turn_commands.logs)
 app.command()(demo)
