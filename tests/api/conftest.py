@@ -109,36 +109,42 @@ class ApiProject:
 
     def digest(self) -> str:
         """sha256 over every row of every table, read as another program would."""
-        rows: list[str] = []
-        if self.backend == "sqlite":
-            path = self.url.removeprefix("sqlite:///")
-            conn = sqlite3.connect(path)
-            try:
-                names = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-                    )
-                ]
-                for name in names:
-                    found = conn.execute(f'SELECT * FROM "{name}"').fetchall()
-                    rows.extend(sorted(f"{name}:{row!r}" for row in found))
-            finally:
-                conn.close()
-        else:
+        return store_digest(self.backend, self.url)
+
+
+def store_digest(backend: str, url: str) -> str:
+    """sha256 over every row of every table of the store at ``url``, read as another
+    program would (on a connection of its own)."""
+    rows: list[str] = []
+    if backend == "sqlite":
+        path = url.removeprefix("sqlite:///")
+        conn = sqlite3.connect(path)
+        try:
             names = [
                 r[0]
-                for r in pg.execute(
-                    self.url,
-                    "SELECT table_name FROM information_schema.tables"
-                    " WHERE table_schema = current_schema() ORDER BY table_name",
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
                 )
             ]
             for name in names:
-                found = pg.execute(self.url, f'SELECT * FROM "{name}"')
+                found = conn.execute(f'SELECT * FROM "{name}"').fetchall()
                 rows.extend(sorted(f"{name}:{row!r}" for row in found))
-        assert rows, "the digest saw no rows: it would prove nothing"
-        return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+        finally:
+            conn.close()
+    else:
+        names = [
+            r[0]
+            for r in pg.execute(
+                url,
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = current_schema() ORDER BY table_name",
+            )
+        ]
+        for name in names:
+            found = pg.execute(url, f'SELECT * FROM "{name}"')
+            rows.extend(sorted(f"{name}:{row!r}" for row in found))
+    assert rows, "the digest saw no rows: it would prove nothing"
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
 
 def make_project(backend: str, tmp_path: Path, turns: list[dict[str, Any]]) -> ApiProject:

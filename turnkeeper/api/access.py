@@ -39,7 +39,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from turnkeeper.errors import PermissionDenied
-from turnkeeper.runtime.access import AccessService, Principal
+from turnkeeper.runtime.access import AccessService, Principal, Share
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.store.base import EventStore
 
@@ -118,7 +118,14 @@ def bearer_token(request: Request) -> str | None:
 
 def authorize(store: EventStore, request: Request, needed: Access) -> Principal:
     """The caller, if it may call this route; else the typed refusal. Reads only."""
-    token = bearer_token(request)
+    return authorize_token(store, request, needed, bearer_token(request))
+
+
+def authorize_token(
+    store: EventStore, request: Request, needed: Access, token: str | None
+) -> Principal:
+    """:func:`authorize` for a token found elsewhere than the ``Authorization`` header
+    (the web view's pages find it through their session cookie)."""
     if token is None:
         raise Unauthenticated("this API needs a bearer token", reason="no_token")
     principal = AccessService(store).authenticate(token) if token else None
@@ -134,18 +141,27 @@ def authorize(store: EventStore, request: Request, needed: Access) -> Principal:
             reason="session_deleted",
             details={"share_id": share.share_id},
         )
+    refusal = share_refusal(share, needed, request.path_params.get(SESSION_PARAM))
+    if refusal is not None:
+        raise refusal
+    return principal
+
+
+def share_refusal(share: Share, needed: Access, session_id: object) -> PermissionDenied | None:
+    """Why ``share`` may not call a route needing ``needed`` for the session
+    ``session_id`` (the route's path parameter), or None when it may."""
     if needed.scope == "any":
-        return principal
-    if needed.scope != "session" or request.path_params.get(SESSION_PARAM) != share.session_id:
-        raise PermissionDenied(
+        return None
+    if needed.scope != "session" or session_id != share.session_id:
+        return PermissionDenied(
             "a share reaches its own session only (named by its full id)",
             reason="share_scope",
             details={"share_id": share.share_id},
         )
     if needed.mode in ("delete", "admin") or (needed.mode == "update" and share.mode != "update"):
-        raise PermissionDenied(
+        return PermissionDenied(
             f"a {share.mode} share may not do this ({needed.mode})",
             reason="share_mode",
             details={"share_id": share.share_id, "mode": share.mode, "needed": needed.mode},
         )
-    return principal
+    return None

@@ -1,4 +1,5 @@
-"""The application: routes by area, one access guard, one error shape.
+"""The application: routes by area, one access guard, one error shape, and the web
+view's pages (turnkeeper/web/) next to the JSON routes.
 
 ``create_app(store, root)`` is the server ``turnkeeper serve`` runs. Every route is
 guarded by the access mode it declares (turnkeeper/api/access.py); :func:`build_app`
@@ -25,6 +26,8 @@ from turnkeeper.api.metrics import metrics_registry
 from turnkeeper.api.observer import EndedTurn, TurnObserver
 from turnkeeper.errors import PermissionDenied
 from turnkeeper.store.base import EventStore
+from turnkeeper.web import ROUTERS as PAGE_ROUTERS
+from turnkeeper.web import authorize_page, install_page_support, page_kind
 
 ROUTERS: tuple[APIRouter, ...] = (
     routes_status.router,
@@ -50,7 +53,10 @@ def guard(request: Request) -> None:
     needed = declared(route) if isinstance(route, APIRoute) else None
     if needed is None:
         raise PermissionDenied("this route declares no access mode", reason="undeclared_route")
-    request.state.principal = authorize(request.app.state.store, request, needed)
+    # A page of the web view authenticates by its session cookie, an API route by its
+    # bearer token; both are then checked against the same declaration.
+    check = authorize_page if page_kind(route) is not None else authorize
+    request.state.principal = check(request.app.state.store, request, needed)
 
 
 def build_app(
@@ -131,4 +137,6 @@ def _poll_turns(observer: TurnObserver, stop: threading.Event) -> None:
 def create_app(store: EventStore, root: Path, *, spans: Any | None = None) -> FastAPI:
     """The API on ``store`` for the project at ``root``; ``spans`` receives every turn
     that ends while it runs (``turnkeeper.api.telemetry.TurnSpans``)."""
-    return build_app(store, root, ROUTERS, on_turn_end=spans)
+    app = build_app(store, root, (*ROUTERS, *PAGE_ROUTERS), on_turn_end=spans)
+    install_page_support(app)
+    return app
