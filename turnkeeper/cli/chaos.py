@@ -30,6 +30,7 @@ _MODES: dict[str, ModeChoice] = {
     "all": "all",
 }
 WORKERS_MODE = "workers"
+RUNNER_MODE = "runner"
 _LABELS = {"enumerated": "crash points", "random": "random kills", "host-faults": "host faults"}
 
 
@@ -88,10 +89,11 @@ def chaos(
     mode: str = typer.Option(
         "all",
         help="enumerated (every crash point), random, host-faults, all, or workers "
-        "(many `run --worker` on one PostgreSQL database; needs --database-url).",
+        "(many `run --worker` on one PostgreSQL database; needs --database-url), or runner "
+        "(the control plane and `turnkeeper runner` SIGKILLed while turns run there).",
     ),
     kills: int = typer.Option(
-        20, help="Random and workers modes: SIGKILLs at random moments, in total."
+        20, help="Random, workers and runner modes: SIGKILLs at random moments, in total."
     ),
     seed: int = typer.Option(-1, help="Random mode's seed (default: a new one, printed)."),
     workers: int = typer.Option(
@@ -126,6 +128,16 @@ def chaos(
     from turnkeeper.chaos.harness import ChaosConfig, run_chaos
     from turnkeeper.chaos.report import render
 
+    if mode == RUNNER_MODE:
+        _runner(
+            kills=kills,
+            seed=seed if seed >= 0 else random.randrange(1, 1_000_000),
+            keep=keep,
+            directory=directory,
+            time_limit=time_limit,
+            as_json=as_json,
+        )
+        return
     if mode == WORKERS_MODE:
         _workers(
             database_url=database_url,
@@ -214,5 +226,27 @@ def _workers(
         print_json(report.to_json())
     else:
         render_workers(report, console)
+    if not report.ok:
+        raise typer.Exit(VIOLATIONS_EXIT_CODE)
+
+
+def _runner(
+    *, kills: int, seed: int, keep: bool, directory: Path | None, time_limit: float, as_json: bool
+) -> None:
+    from turnkeeper.chaos.runner_checks import render_runner
+    from turnkeeper.chaos.runner_mode import RunnerChaosConfig, run_runner_chaos
+
+    config = RunnerChaosConfig(
+        kills=kills, seed=seed, keep=keep, base_dir=directory, time_limit=min(time_limit, 3600.0)
+    )
+    config.validate()
+    err_console.print(
+        f"[bold]turnkeeper chaos[/] mode=runner kills={kills} seed={seed}", highlight=False
+    )
+    report = run_runner_chaos(config)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        render_runner(report, console)
     if not report.ok:
         raise typer.Exit(VIOLATIONS_EXIT_CODE)

@@ -347,10 +347,14 @@ class Controller:
 
     def _drive_turns(self, sid: str, summary: RunSummary) -> None:
         """Steps of one leased, recovered session until it stops."""
-        attached = self.recovery.reattached.pop(sid, None)
-        if attached is not None:
-            self._finish_reattached(sid, attached, summary)
         while True:
+            # A turn the recovery found running in the runner (at the start, or after
+            # a runner that died under a turn was recovered from) is finished first.
+            while (attached := self.recovery.reattached.pop(sid, None)) is not None:
+                try:
+                    self._finish_reattached(sid, attached, summary)
+                except Unavailable as gone:  # the runner died under it: as under any turn
+                    self._runner_gone(sid, gone)
             if self._stop.is_set():
                 summary.stop(sid, "signalled")
                 return
@@ -448,16 +452,19 @@ class Controller:
             self._say(sid, changed.reason, f"{changed.message}; no longer driven here")
             return _Next(stop=changed.reason.removeprefix("session_"), reason=changed.reason)
         except Unavailable as gone:
-            if gone.reason != "runner_unavailable":
-                raise
-            # The runner died under a running turn: its hosts died with it. The turn is
-            # lost on restore, as after a restart, and the session goes on (hosts run
-            # here until a runner answers again).
-            self._say(sid, "runner_lost", f"the runner is gone ({gone.message}); recovering")
-            report = self.recovery.recover(sid)
-            actions = [a.kind for a in report.actions]
-            self._say(sid, "recovered", f"recovered ({', '.join(actions)})", actions=actions)
+            self._runner_gone(sid, gone)
             return _GO_ON
+
+    def _runner_gone(self, sid: str, gone: Unavailable) -> None:
+        if gone.reason != "runner_unavailable":
+            raise gone
+        # The runner died under a running turn: its hosts died with it. The turn is
+        # lost on restore, as after a restart, and the session goes on (hosts run
+        # here until a runner answers again).
+        self._say(sid, "runner_lost", f"the runner is gone ({gone.message}); recovering")
+        report = self.recovery.recover(sid)
+        actions = [a.kind for a in report.actions]
+        self._say(sid, "recovered", f"recovered ({', '.join(actions)})", actions=actions)
 
     def _reacquire(self, sid: str) -> bool:
         """Our lease ran out (a stalled machine) and nobody took it: take it again, and

@@ -17,6 +17,7 @@ acknowledgement: the runner forgets what it was told is kept.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,10 @@ from turnkeeper.hosts.base import Host, HostRun
 from turnkeeper.kernel.session import SessionState
 
 log = logging.getLogger(__name__)
+
+# How long recovery waits for a turn the runner is still starting: 50 x 0.1 s.
+_STARTING_TRIES = 50
+_STARTING_PAUSE_S = 0.1
 
 
 HostLoader = Callable[[str, dict[str, Any]], Host]  # as runtime/driver.py loads hosts
@@ -67,24 +72,40 @@ class RunnerLink:
 
     def reattach(self, session: SessionState) -> Reattached | None:
         """The runner's run of ``session``'s turn in flight, or None: no turn in flight,
-        no runner answering, or a runner that never had this turn."""
+        no runner answering, a runner that never had this turn, or one whose
+        predecessor died under it (``runner_lost``)."""
         turn = session.in_flight
         if turn is None or turn.phase not in ("accepted", "host_started"):
             return None
         from turnkeeper.runner import RunnerClient
+        from turnkeeper.runner.turns import RUNNER_LOST
 
         client = RunnerClient(self.state_dir)
-        try:
-            run = client.attach(turn.envelope.turn_id)
-        except NotFound:
-            client.close()
-            return None  # started before the runner, or never reached it
-        except TurnkeeperError as error:
-            client.close()
-            if error.reason == "runner_unavailable":
-                return None  # no runner: the turn is lost as without one
-            raise
-        return Reattached(run=run, after_seq=turn.last_host_seq)
+        # A turn the runner is still starting (the control plane died in its start)
+        # has no host identity yet: asked again for a bounded while, then it is lost.
+        for _ in range(_STARTING_TRIES):
+            try:
+                if client.turn(turn.envelope.turn_id).end_reason == RUNNER_LOST:
+                    # Its runner died under it (a successor recorded so): the host is
+                    # gone and its last events with it; lost on restore, as with none.
+                    client.close()
+                    return None
+                run = client.attach(turn.envelope.turn_id)
+            except NotFound:
+                client.close()
+                return None  # started before the runner, or never reached it
+            except TurnkeeperError as error:
+                if error.reason == "host_starting":
+                    time.sleep(_STARTING_PAUSE_S)
+                    continue
+                client.close()
+                if error.reason == "runner_unavailable":
+                    return None  # no runner: the turn is lost as without one
+                raise
+            return Reattached(run=run, after_seq=turn.last_host_seq)
+        client.close()
+        log.warning("turn %s: the runner never finished starting it", turn.envelope.turn_id)
+        return None
 
     def prove_hosts_ended(self) -> list[str]:
         """With the runner dead: end what is left of its hosts and say what was proven
