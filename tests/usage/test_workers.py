@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.usage.project import GIT_IDENTITY, UserProject
+from tests.usage.project import GIT_IDENTITY, Background, UserProject, wait_for
 
 AGENT = """#!/bin/sh
 # One turn: write the todo's page, count the turn in a ledger outside the workspace,
@@ -21,6 +21,7 @@ set -eu
 page="$TURNKEEPER_TODO_ID.md"
 echo "# $TURNKEEPER_TODO_ID" > "$page"
 echo "$TURNKEEPER_TURN_ID $TURNKEEPER_TODO_ID" >> "$LEDGER"
+sleep "${TURN_SECONDS:-0}"
 printf '{"kind": "message", "data": {"text": "wrote %s"}}\\n' "$page"
 evidence="{\\"key\\": \\"written\\", \\"command\\": \\"test -s $page\\"}"
 proposals=""
@@ -60,9 +61,12 @@ def test_two_workers_share_the_sessions_and_each_page_is_written_once(
     config = user_project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
     ledger = user_project.root.parent / "ledger.txt"
     made = [_session(user_project, n, config) for n in range(6)]
-    env = {"LEDGER": str(ledger)}
+    env = {"LEDGER": str(ledger), "TURN_SECONDS": "2"}
     worker = ("run", "--worker", "--max-sessions", "3", "--idle-exit", "3", "--poll", "0.3")
     first = user_project.start(*worker, "--json", env=env)
+    # The first holds as many as it may (its turns take seconds) before the second
+    # starts, so the second finds the rest however slowly it starts up.
+    wait_for(lambda: _claimed(first) >= 3, 120, "the first worker to hold three sessions")
     second = user_project.start(*worker, "--json", env=env)
     assert first.wait(timeout=240) == 0, first.output()
     assert second.wait(timeout=240) == 0, second.output()
@@ -94,6 +98,14 @@ def test_a_session_of_another_site_waits_for_a_worker_of_that_site(
     )
     assert there.wait(timeout=120) == 0, there.output()
     assert user_project.tk_json("goal", "show", goal)["state"]["goal"]["status"] == "closed"
+
+
+def _claimed(worker: Background) -> int:
+    try:
+        lines = worker.json_lines()
+    except ValueError:  # a line being written: not complete yet
+        return 0
+    return sum(1 for r in lines if r.get("event") == "recovered")
 
 
 def test_a_worker_takes_no_session_list(user_project: UserProject) -> None:

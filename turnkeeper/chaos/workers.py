@@ -94,7 +94,9 @@ class WorkersConfig:
     database_url: str  # a server; the run makes a database of its own there
     workers: int = 4
     sessions: int = 32
-    todos: int = 4
+    # Enough work that the kills and restarts land before the goals close (with 4, a
+    # run whose workers ride out every restart could finish one kill short).
+    todos: int = 8
     kills: int = 20  # worker SIGKILLs
     restarts: int = 0  # database restarts, through restart_command
     restart_command: str | None = None

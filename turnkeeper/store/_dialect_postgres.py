@@ -102,15 +102,13 @@ class PostgresDialect(Dialect):
         cursor.connection.autocommit = True  # type: ignore[attr-defined]
 
     def begin_write(self, cursor: DBAPICursor, durable: bool = True) -> None:
-        if durable:
-            cursor.execute("BEGIN")
-        else:
-            # One round trip for both (a simple query, never prepared). off: the commit
-            # returns before the WAL is flushed; a server crash may lose the last few
-            # hundred milliseconds of such commits, never half a transaction.
-            cursor.execute(  # type: ignore[call-arg]
-                "BEGIN; SET LOCAL synchronous_commit TO off", prepare=False
-            )
+        # Every commit waits for the server's WAL flush, ``durable`` or not. A commit
+        # that may skip it (synchronous_commit off) is lost when the *server* crashes
+        # while the control plane lives on and goes on from it: seen as a worker whose
+        # next write met "host events before host started" after an immediate restart.
+        # On SQLite the database cannot crash without its controller, whose restart
+        # recovery covers such records; here nothing would.
+        cursor.execute("BEGIN")
 
     def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
         if isinstance(exc, DBAPIError) and exc.orig is not None:
