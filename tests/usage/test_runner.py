@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,67 @@ def test_a_runner_killed_mid_turn_takes_its_hosts_and_the_session_goes_on(
     assert lost, run.output()
     marked = [a for a in runner_project.recovery_actions() if a["kind"] == "turn_marked_lost"]
     assert marked and marked[0]["detail"] == "lost_on_restore", runner_project.recovery_actions()
+
+
+def test_a_runner_dying_as_it_starts_the_host_spends_no_attempt(
+    runner_project: RunnerProject,
+) -> None:
+    # The runner dies right after it started the host, before it answered: the turn
+    # is lost (not failed: no attempt spent), and with no runner left `--runner auto`
+    # runs the retry here.
+    project = runner_project.project
+    project.tk("runner", "stop")
+    crash = {"TURNKEEPER_CRASH_AT": "runner.host_started"}
+    started = project.tk("runner", "start", "--json", env=crash)
+    runner_project.runner_pid = int(started.json()["pid"])
+    run = runner_project.run()
+    assert run.wait(timeout=180) == 0, run.output()
+    _lost_then_retried_with_no_failure(runner_project)
+    assert [r for r in run.json_lines() if r.get("event") == "runner_lost"], run.output()
+
+
+def test_require_waits_out_a_runner_outage_without_starting_or_failing_turns(
+    runner_project: RunnerProject,
+) -> None:
+    run = runner_project.run("--runner", "require", "--runner-wait", "120")
+    wait_for(lambda: runner_project.steps_seen(2), 60, "the agent two steps in")
+    os.kill(runner_project.runner_pid, signal.SIGKILL)  # the daemon we started, by pid
+    wait_for(lambda: '"runner_wait"' in run.stdout(), 30, "run to say it waits for the runner")
+    time.sleep(3)  # a few looks at the missing runner: none may start a turn
+    turns = runner_project.turns()
+    assert [t["outcome"] for t in turns] == ["lost"], turns
+    assert len(runner_project.starts()) == 1  # no host ran here meanwhile
+    started = runner_project.project.tk_json("runner", "start")
+    runner_project.runner_pid = int(started["pid"])
+    assert run.wait(timeout=180) == 0, run.output()
+    _lost_then_retried_with_no_failure(runner_project)
+
+
+def test_require_stops_a_session_after_the_runner_wait(runner_project: RunnerProject) -> None:
+    run = runner_project.run("--runner", "require", "--runner-wait", "2")
+    wait_for(lambda: runner_project.steps_seen(1), 60, "the agent started")
+    os.kill(runner_project.runner_pid, signal.SIGKILL)  # the daemon we started, by pid
+    assert run.wait(timeout=120) == 0, run.output()
+    summary = run.summary()
+    assert summary["stops"] == {runner_project.session: "runner_unavailable"}, summary
+    assert "no runner answered for" in summary["reasons"][runner_project.session]
+    shown = runner_project.project.tk_json("session", "show", runner_project.session)
+    assert shown["status"] == "ready" and shown["in_flight"] is None, shown
+    assert shown["counters"]["turns_failed"] == 0, shown["counters"]
+    assert runner_project.goal_status() == "open"
+
+
+def _lost_then_retried_with_no_failure(runner_project: RunnerProject) -> None:
+    """The goal closed; the turn the outage took was lost (spending no attempt) and
+    its retry completed."""
+    assert runner_project.goal_status() == "closed"
+    turns = runner_project.turns()
+    assert [(t["kind"], t["outcome"]) for t in turns] == [
+        ("start", "lost"),
+        ("retry", "completed"),
+    ], turns
+    shown = runner_project.project.tk_json("session", "show", runner_project.session)
+    assert shown["counters"]["turns_failed"] == 0, shown["counters"]
 
 
 def _alive(pid: int) -> bool:

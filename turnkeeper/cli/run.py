@@ -121,6 +121,11 @@ def run(
         help="Run hosts in the project's runner (`turnkeeper runner start`), so turns "
         "outlive this process: auto (when one answers), require, or off.",
     ),
+    runner_wait: float = typer.Option(
+        300.0,
+        help="--runner require: seconds a session waits for a runner that stops "
+        "answering (no turn starts meanwhile) before it stops.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Recover every in-flight turn, then drive sessions until their goals are done.
@@ -157,6 +162,7 @@ def run(
     check_seconds("--silence-warning", silence_warning, low=0.1, high=7 * 24 * 3600.0)
     check_seconds("--poll", poll, low=0.05, high=3600.0)
     check_seconds("--database-wait", database_wait, low=0.0, high=7 * 24 * 3600.0)
+    check_seconds("--runner-wait", runner_wait, low=0.0, high=7 * 24 * 3600.0)
     if idle_exit:
         check_seconds("--idle-exit", idle_exit, low=0.1, high=30 * 24 * 3600.0)
     if worker and session:
@@ -180,6 +186,7 @@ def run(
         ),
         turn_limits=TurnLimits(max_events=max_turn_events, max_output_bytes=max_turn_output_bytes),
         silence_warning_seconds=silence_warning,
+        runner_wait_seconds=runner_wait,
     )
     # Records come from every session's thread: the display keeps each line whole.
     display = RunDisplay(pick_mode(as_json), silence_warning)

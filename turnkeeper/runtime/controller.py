@@ -50,7 +50,7 @@ from turnkeeper.runtime.host_receipts import failure_reason
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
 from turnkeeper.runtime.run_progress import Reporter, RunMonitor, RunRecord
-from turnkeeper.runtime.runner_link import Reattached, RunnerLink
+from turnkeeper.runtime.runner_link import Reattached, RunnerLink, RunnerWait
 from turnkeeper.runtime.scheduler import SessionThreads, TurnSlots
 from turnkeeper.runtime.session_checks import (
     artifact_damage,
@@ -97,6 +97,8 @@ class ControllerConfig:
     # The project's runner (runtime/runner_link.py): hosts run their turns there, and
     # turns it kept running through a restart are reattached. None: hosts are ours.
     runner: RunnerLink | None = None
+    # ``--runner require``: seconds a session waits for a runner that does not answer.
+    runner_wait_seconds: float = 300.0
 
 
 @dataclass
@@ -170,6 +172,9 @@ class Controller:
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
         self.recovery = SessionRecovery(
             self.sessions, self.goals, self.driver, self.token, runner=runner
+        )
+        self._runner_wait = (
+            RunnerWait(runner, self.config.runner_wait_seconds) if runner is not None else None
         )
         # Running hosts as ``run`` shows them: elapsed time, latest message, silence.
         self.monitor = RunMonitor(self._report, self.config.silence_warning_seconds)
@@ -466,6 +471,23 @@ class Controller:
         actions = [a.kind for a in report.actions]
         self._say(sid, "recovered", f"recovered ({', '.join(actions)})", actions=actions)
 
+    def _wait_for_runner(self, sid: str) -> _Next | None:
+        """``--runner require`` and no runner answers: accept no turn, wait for one
+        (bounded: ``runner_wait_seconds`` of one outage, then the session stops)."""
+        away = self._runner_wait.check(sid) if self._runner_wait is not None else None
+        if away is None:
+            return None
+        hint = "start one: turnkeeper runner start"
+        if self._runner_wait is not None and self._runner_wait.exhausted(away):
+            why = f"no runner answered for {away.waited_s:.0f}s"
+            self._say(sid, "runner_unavailable", f"{why}; stopped ({hint})")
+            return _Next(stop="runner_unavailable", reason=why)
+        if away.announce:
+            waited = f" ({away.waited_s:.0f}s so far)" if away.waited_s >= 1 else ""
+            text = f"waiting for the runner{waited}; no turn starts until one answers ({hint})"
+            self._say(sid, "runner_wait", text, waited_seconds=round(away.waited_s, 1))
+        return _Next(not_before=self.sessions.now() + timedelta(seconds=RunnerWait.POLL_S))
+
     def _reacquire(self, sid: str) -> bool:
         """Our lease ran out (a stalled machine) and nobody took it: take it again, and
         recover the session, whose turn may have been cut off mid-transaction."""
@@ -530,6 +552,9 @@ class Controller:
             plan = plan_next_turn(session, goal_view(self.goals.load(goal.goal.id), sid, now), now)
             if isinstance(plan, Stop):
                 return _Next(stop=self._stopped(sid, plan))
+        waiting = self._wait_for_runner(sid)
+        if waiting is not None:
+            return waiting
         if not self._slots.take():
             return _Next(stop="signalled" if self._stop.is_set() else "budget")
         began = time.monotonic()

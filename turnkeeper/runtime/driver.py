@@ -232,6 +232,12 @@ class TurnDriver:
         except HostSpawnFailed as failed:
             return self._finish(session, envelope, failed.outcome)
         except TurnkeeperError as error:
+            if error.reason == "runner_unavailable":
+                # The runner stopped answering as it was asked to start the host (it
+                # may have died having started it): not the host's failure, and no
+                # attempt spent. The accepted turn is recovered as after a restart —
+                # the dead runner's hosts proven ended, the turn lost, then continued.
+                raise
             # The host cannot be loaded or rejects its config (an unknown kind, a plugin
             # since uninstalled): nothing started. Raising would leave the accepted turn
             # in flight, lost on every restart and accepted again without end; a spawn

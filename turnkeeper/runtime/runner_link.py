@@ -17,6 +17,7 @@ acknowledgement: the runner forgets what it was told is kept.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,6 +122,50 @@ class RunnerLink:
                 return []
             raise
         return [f"{p.turn_id}: host {p.host}" for p in proofs]
+
+
+@dataclass(frozen=True)
+class RunnerAway:
+    """A session waiting for a required runner: how long, and whether to say so now."""
+
+    waited_s: float
+    announce: bool  # the outage's first look, then every ``ANNOUNCE_EVERY_S``
+
+
+class RunnerWait:
+    """``run --runner require``: a session whose next turn needs the runner waits while
+    none answers, looking again every ``POLL_S``, for at most ``limit_s`` seconds of one
+    outage; then it stops (``runner_unavailable``). Nothing is accepted meanwhile, so
+    an outage spends no attempt and loses no turn."""
+
+    POLL_S = 1.0
+    ANNOUNCE_EVERY_S = 30.0
+
+    def __init__(
+        self, link: RunnerLink, limit_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.link = link
+        self.limit_s = limit_s
+        self._clock = clock
+        # session id -> (when it found no runner, when that was last said)
+        self._away: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, sid: str) -> RunnerAway | None:
+        """None if the session may go on (a runner answers, or none is required)."""
+        if not self.link.required or self.link.available():
+            with self._lock:
+                self._away.pop(sid, None)
+            return None
+        now = self._clock()
+        with self._lock:
+            since, said = self._away.get(sid, (now, -1.0))
+            announce = said < 0 or now - said >= self.ANNOUNCE_EVERY_S
+            self._away[sid] = (since, now if announce else said)
+        return RunnerAway(waited_s=now - since, announce=announce)
+
+    def exhausted(self, away: RunnerAway) -> bool:
+        return away.waited_s >= self.limit_s
 
 
 def forget_turn(run: HostRun) -> None:
