@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnkeeper.errors import FailedPrecondition
-from turnkeeper.hosts.base import MARKER_ENV
+from turnkeeper.hosts.base import MARKER_ENV, SESSION_ENV
 
 PROC = Path("/proc")
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 _DEAD_STATES = frozenset({"Z", "X", "x"})
+_TURN_ENV_NAMES = frozenset({MARKER_ENV.encode(), SESSION_ENV.encode()})
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,22 @@ def read_marker(pid: int) -> str | None:
         if entry.startswith(prefix):
             return entry[len(prefix) :].decode(errors="replace")
     return None
+
+
+def read_turn_env(pid: int) -> tuple[str, str] | None:
+    """The ``(TURNKEEPER_SESSION_ID, TURNKEEPER_TURN_ID)`` of a process started for a
+    turn, if its environment carries both and is readable."""
+    try:
+        raw = (PROC / str(pid) / "environ").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    found: dict[bytes, str] = {}
+    for entry in raw.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name in _TURN_ENV_NAMES:
+            found[name] = value.decode(errors="replace")
+    session, turn = found.get(SESSION_ENV.encode()), found.get(MARKER_ENV.encode())
+    return (session, turn) if session and turn else None
 
 
 def read_cmdline(pid: int) -> str:

@@ -45,6 +45,7 @@ from turnkeeper.hosts._procfs import (
     read_cmdline,
     read_marker,
     read_stat,
+    read_turn_env,
     require_proc,
     signal_exact,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "boot_id",
     "enable_child_subreaper",
     "find_marked_processes",
+    "find_session_processes",
     "identify",
     "is_alive",
     "is_child_subreaper",
@@ -149,6 +151,23 @@ def find_marked_processes(turn_id: str) -> list[int]:
         for pid, stat in table.items()
         if pid not in protected and not stat.dead and read_marker(pid) == turn_id
     )
+
+
+def find_session_processes(session_id: str) -> dict[str, list[int]]:
+    """Live processes started for a turn of ``session_id`` (their environment carries
+    ``TURNKEEPER_SESSION_ID`` and ``TURNKEEPER_TURN_ID``), by turn id; one read of
+    the process table. Ourselves and our ancestors are never reported."""
+    _check_turn_id(session_id)
+    table = process_table()
+    protected = _protected_pids(table)
+    found: dict[str, list[int]] = {}
+    for pid, stat in sorted(table.items()):
+        if pid in protected or stat.dead:
+            continue
+        marks = read_turn_env(pid)
+        if marks is not None and marks[0] == session_id:
+            found.setdefault(marks[1], []).append(pid)
+    return found
 
 
 def _check_turn_id(turn_id: str) -> None:

@@ -58,6 +58,7 @@ from turnkeeper.runtime.session_checks import (
     no_progress_reported,
 )
 from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.settlement import Settlement, settle_session
 from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store.base import EventStore
 
@@ -591,6 +592,14 @@ class Controller:
         self._say(sid, status, f"{status} ({reason}){freed}", reason=reason, released=released)
         return _Next(stop=reason if action == "suspend" else "crashed", reason=reason)
 
+    def _quarantine(self, sid: str, settlement: Settlement) -> str:
+        """Suspend a session that cannot settle, for an operator, with what still runs
+        (``session resume`` and the next ``run`` settle it again)."""
+        why = f"quarantined: {settlement.describe()}"
+        self.sessions.execute(sid, SetStatus(lease=self.token(sid), action="suspend", reason=why))
+        self._say(sid, "quarantined", why, processes=settlement.left)
+        return "quarantined"
+
     def _stopped(self, sid: str, plan: Stop) -> str:
         if plan.reason == "goal_terminal" and self.config.close_goal_when_terminal:
             session = self.sessions.load(sid)
@@ -611,7 +620,11 @@ class Controller:
                         {"event": "goal_closed", "goal": session.goal_id},
                     )
                 )
-            # The session's work is done: close it so later runs leave it alone.
+            # The session's work is done: close it so later runs leave it alone, once
+            # nothing of it runs any more; a session that cannot settle is left alone.
+            settlement = settle_session(sid)
+            if not settlement.settled:
+                return self._quarantine(sid, settlement)
             self.sessions.execute(
                 sid, SetStatus(lease=self.token(sid), action="close", reason="goal closed")
             )

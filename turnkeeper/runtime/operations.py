@@ -47,6 +47,7 @@ from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.operation_log import OperationRecord, read_operation
 from turnkeeper.runtime.request_ids import OPERATION_KIND, check_request_id
 from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.settlement import require_settled
 from turnkeeper.runtime.snapshots import (
     commit_exists,
     is_repository,
@@ -166,6 +167,8 @@ class Operations:
         if state.operation is None and state.status != "crashed":
             return OperationResult(request_id, "unchanged", state)
         self._observe_runtime(state)
+        # Nothing of the crashed session may run on into the restored workspace.
+        require_settled(sid)
         self._point("revert.observed")
         with self._lease(state) as token:
             # 2. admit (or join the pending revert)
