@@ -31,6 +31,9 @@ def init(
         help="Keep the project's state in this database (postgresql://USER@HOST/DB) instead "
         "of .turnkeeper/turnkeeper.db; recorded in .turnkeeper/database-url.",
     ),
+    hooks: bool = typer.Option(
+        False, "--hooks", help="Also install a git pre-commit hook that runs `turnkeeper scan`."
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Create .turnkeeper/ (and its database) here, and keep it out of git.
@@ -44,14 +47,22 @@ def init(
     if database_url is not None:
         # Checked (and migrated) before it is recorded: a wrong URL leaves nothing behind.
         open_store(database_url).close()
+    hook = None
+    if hooks:  # before the project: a directory that is no git repository is refused first
+        from turnkeeper.boundary.hooks import install_pre_commit
+
+        hook = install_pre_commit(path)
     project, created = init_project(path, database_url)
     open_store(project.database_url).close()  # creates and migrates the schema now
     shown = display_url(project.database_url)
     if as_json:
-        print_json({"root": str(project.root), "created": created, "database": shown})
+        done = {"root": str(project.root), "created": created, "database": shown}
+        print_json(done | ({"hook": hook} if hook else {}))
     else:
         verb = "initialised" if created else "already initialised"
         console.print(f"{verb} {safe(project.state_dir)} (database {safe(shown)})")
+        if hook:
+            console.print(safe(hook.message), soft_wrap=True)  # a line to copy
 
 
 @handles_errors
