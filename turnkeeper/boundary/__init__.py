@@ -2,7 +2,8 @@
 that finds it (credentials, local paths, transcripts, private links, turnkeeper's
 runtime state) before git commits it. See docs/boundary.md.
 
-``scan_text(name, text)`` checks one text (a handoff packet before it is written);
+``scan_text(name, text)`` checks one file's text; ``scan_value(text)`` one string that
+is no file (each value of a handoff packet before it is written);
 ``scan_paths(root, paths)`` files on disk; ``scan_index(root)`` what git would commit.
 """
 
@@ -16,7 +17,13 @@ from turnkeeper.boundary.allow_list import (
     load_allow_list,
     parse_allow_list,
 )
-from turnkeeper.boundary.rules import ENTROPY_THRESHOLD, Finding, Kind, shannon_entropy
+from turnkeeper.boundary.rules import (
+    ENTROPY_THRESHOLD,
+    Finding,
+    Kind,
+    scan_value,
+    shannon_entropy,
+)
 from turnkeeper.boundary.scanner import (
     MAX_SCAN_BYTES,
     ScanReport,
@@ -42,5 +49,6 @@ __all__ = [
     "scan_index",
     "scan_paths",
     "scan_text",
+    "scan_value",
     "shannon_entropy",
 ]

@@ -324,6 +324,12 @@ def scan_line(path: str, number: int, line: str) -> list[Finding]:
     return [f.model_copy(update={"line": number}) for f in scan_lines(path, line)]
 
 
+def scan_value(text: str) -> list[Finding]:
+    """:func:`scan_lines` on one string that is no file's content (a value of a JSON
+    document, say): only the line rules, no file name; each finding's ``path`` is empty."""
+    return scan_lines("", text)
+
+
 def rule_named(name: str) -> LineRule:
     return _RULES_BY_NAME[name]
 

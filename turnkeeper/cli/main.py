@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from turnkeeper import __version__
-from turnkeeper.cli import chaos, maintenance, scan, serve, sessions
+from turnkeeper.cli import chaos, handoff, maintenance, scan, serve, sessions
 from turnkeeper.cli import run as run_command
 from turnkeeper.cli import turns as turn_commands
 from turnkeeper.cli.demo import demo
@@ -74,6 +74,8 @@ app.command()(demo)
 app.command()(chaos.chaos)
 app.command()(serve.serve)
 app.command()(scan.scan)
+app.command()(handoff.handoff)
+app.command()(handoff.adopt)
 app.add_typer(sessions.session_app, name="session")
 app.add_typer(turn_commands.turn_app, name="turn")
 app.add_typer(sessions.operation_app, name="operation")
