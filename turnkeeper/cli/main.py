@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from turnkeeper import __version__
-from turnkeeper.cli import chaos, handoff, maintenance, scan, serve, sessions
+from turnkeeper.cli import chaos, extensions, handoff, maintenance, scan, serve, sessions
 from turnkeeper.cli import run as run_command
 from turnkeeper.cli import turns as turn_commands
 from turnkeeper.cli.demo import demo
@@ -76,6 +76,8 @@ app.command()(serve.serve)
 app.command()(scan.scan)
 app.command()(handoff.handoff)
 app.command()(handoff.adopt)
+app.command()(extensions.extensions)
+app.command()(extensions.doctor)
 app.add_typer(sessions.session_app, name="session")
 app.add_typer(turn_commands.turn_app, name="turn")
 app.add_typer(sessions.operation_app, name="operation")
