@@ -17,48 +17,39 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from turnkeeper.errors import Aborted, FailedPrecondition, TurnkeeperError, Unavailable
-from turnkeeper.hosts import load_host, process_tree
-from turnkeeper.hosts.base import TurnLimits
-from turnkeeper.kernel.model import NoFollowUpReason
-from turnkeeper.kernel.proposals import CloseGoal
+from turnkeeper.errors import Aborted, FailedPrecondition, Unavailable
+from turnkeeper.hosts import process_tree
 from turnkeeper.kernel.session import (
-    AcquireLease,
     LeaseToken,
-    ProgressPolicy,
-    RecoveryPolicy,
-    ReleaseLease,
-    RenewLease,
     SessionState,
-    SetStatus,
     Stop,
     decide_recovery,
     pace_next_turn,
     plan_next_turn,
 )
 from turnkeeper.kernel.session.events import StatusAction
-from turnkeeper.runtime.claims import release_session_claims
 from turnkeeper.runtime.controller_identity import controller_owner, owner_is_dead
-from turnkeeper.runtime.driver import DriverConfig, HostLoader, TurnDriver
+from turnkeeper.runtime.driver import DriverConfig, TurnDriver, TurnResult
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.host_receipts import failure_reason
 from turnkeeper.runtime.planning import goal_view
 from turnkeeper.runtime.recovery import SessionRecovery
+from turnkeeper.runtime.run_config import ControllerConfig, RunSummary
 from turnkeeper.runtime.run_progress import Reporter, RunMonitor, RunRecord
-from turnkeeper.runtime.runner_link import Reattached, RunnerLink, RunnerWait
+from turnkeeper.runtime.runner_link import Reattached, RunnerWait
 from turnkeeper.runtime.scheduler import SessionThreads, TurnSlots
 from turnkeeper.runtime.session_checks import (
     artifact_damage,
     no_progress_report,
     no_progress_reported,
 )
+from turnkeeper.runtime.session_leases import SessionLeases
+from turnkeeper.runtime.session_stops import SessionStops
 from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.settlement import Settlement, settle_session
 from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store.base import EventStore
 
@@ -79,50 +70,6 @@ _TAKEN_FROM_US = frozenset({"stale_lease", "lease_held"})
 _CHANGED_UNDER_US = frozenset(
     {"session_suspended", "session_crashed", "session_closed", "session_deleted"}
 )
-
-
-@dataclass
-class ControllerConfig:
-    lease_seconds: float = 120.0
-    host_timeout_seconds: int = 3600
-    policy: RecoveryPolicy = field(default_factory=lambda: RecoveryPolicy(max_attempts=4))
-    progress: ProgressPolicy = field(default_factory=ProgressPolicy)
-    max_turns: int | None = None
-    # Turns (hosts) running at once; sessions beyond it wait for a free slot.
-    max_concurrent: int = 64
-    close_goal_when_terminal: bool = True
-    host_loader: HostLoader = load_host
-    turn_limits: TurnLimits = field(default_factory=TurnLimits)
-    # Seconds without any host output before ``run`` warns that the host is silent.
-    silence_warning_seconds: float = 120.0
-    # The project's runner (runtime/runner_link.py): hosts run their turns there, and
-    # turns it kept running through a restart are reattached. None: hosts are ours.
-    runner: RunnerLink | None = None
-    # ``--runner require``: seconds a session waits for a runner that does not answer.
-    runner_wait_seconds: float = 300.0
-
-
-@dataclass
-class RunSummary:
-    turns: int = 0
-    failed_turns: int = 0
-    reattached: int = 0  # turns a runner kept running through a restart, finished here
-    stops: dict[str, str] = field(default_factory=dict)  # session id -> why it stopped
-    # session id -> the typed reason behind a stop, where there is one
-    # (``crashed``: recovery_attempts_exhausted; ``lease_lost``: who took it over).
-    reasons: dict[str, str] = field(default_factory=dict)
-    # Sessions' threads write here at once.
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def stop(self, session_id: str, why: str, reason: str = "") -> None:
-        with self._lock:
-            self.stops.setdefault(session_id, why)
-            if reason and session_id not in self.reasons:
-                self.reasons[session_id] = reason
-
-    def count_failure(self) -> None:
-        with self._lock:
-            self.failed_turns += 1
 
 
 @dataclass(frozen=True)
@@ -152,7 +99,6 @@ class Controller:
         self.sessions = SessionService(store)
         self.goals = GoalService(store)
         self.owner = owner or controller_owner()
-        self._tokens: dict[str, LeaseToken] = {}
         text_only = progress or (lambda _: None)
         self._report: Reporter = reporter or (lambda record: text_only(record.text))
         self._stop = threading.Event()
@@ -171,11 +117,25 @@ class Controller:
             turn_limits=self.config.turn_limits,
         )
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
+        self.leases = SessionLeases(
+            self.sessions,
+            self.owner,
+            self.config.lease_seconds,
+            self.driver.lease_keeper,
+            self._say,
+        )
         self.recovery = SessionRecovery(
             self.sessions, self.goals, self.driver, self.token, runner=runner
         )
         self._runner_wait = (
             RunnerWait(runner, self.config.runner_wait_seconds) if runner is not None else None
+        )
+        self.stops = SessionStops(
+            self.sessions,
+            self.goals,
+            self.token,
+            self._say,
+            close_goal_when_terminal=self.config.close_goal_when_terminal,
         )
         # Running hosts as ``run`` shows them: elapsed time, latest message, silence.
         self.monitor = RunMonitor(self._report, self.config.silence_warning_seconds)
@@ -190,7 +150,7 @@ class Controller:
         self._report(RunRecord("session", shown, sid, {"event": event, **fields}))
 
     def token(self, session_id: str) -> LeaseToken:
-        return self._tokens[session_id]
+        return self.leases.token(session_id)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -199,7 +159,7 @@ class Controller:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    # --- leases ----------------------------------------------------------------------
+    # --- leases (runtime/session_leases.py) ------------------------------------------
 
     def acquire(
         self,
@@ -208,70 +168,16 @@ class Controller:
         *,
         take_over_live: str | None = None,
     ) -> LeaseToken:
-        """The session's lease for this controller, taking over a holder proven dead.
-
-        A closed session grants one only to delete it (``purpose="delete"``).
-        ``take_over_live`` (an operator's reason, e.g. ``session stop``) takes over a
-        live holder too: its next write is fenced off. The lease is renewed from now
-        on until :meth:`release`.
-        """
-        until = self.sessions.now() + timedelta(seconds=self.config.lease_seconds)
-        try:
-            done = self.sessions.execute(
-                session_id, AcquireLease(owner=self.owner, expires_at=until, purpose=purpose)
-            )
-        except Aborted as held:
-            previous = str(held.details.get("owner", ""))
-            if held.reason != "lease_held":
-                raise
-            if take_over_live is not None:
-                proof = f"taken over from live {previous}: {take_over_live}"
-            elif owner_is_dead(previous):
-                proof = f"process {previous} is gone"
-                self._say(
-                    session_id,
-                    "lease_taken_over",
-                    f"taking over the lease of dead controller {previous}",
-                    named=False,
-                    previous_owner=previous,
-                )
-            else:
-                raise
-            token = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
-            done = self.sessions.execute(
-                session_id,
-                AcquireLease(
-                    owner=self.owner,
-                    expires_at=until,
-                    purpose=purpose,
-                    takeover_from=token,
-                    takeover_proof=proof[:2000],
-                ),
-            )
-        assert done.state is not None
-        token = LeaseToken(owner=self.owner, epoch=done.state.lease.epoch)
-        if session_id not in self._tokens:
-            self.driver.lease_keeper.hold(session_id)
-        self._tokens[session_id] = token
-        return token
+        return self.leases.acquire(session_id, purpose, take_over_live=take_over_live)
 
     def release(self, session_id: str) -> None:
-        token = self._tokens.pop(session_id, None)
-        if token is not None:
-            self.driver.lease_keeper.drop(session_id)
-            # Fenced off already means nothing of ours is left to release.
-            with suppress(TurnkeeperError):
-                self.sessions.execute(session_id, ReleaseLease(lease=token))
+        self.leases.release(session_id)
 
     def forget(self, session_id: str) -> None:
-        """Stop renewing a lease that is no longer ours (taken over), or that this
-        controller cannot reach the database to release: nothing to release."""
-        if self._tokens.pop(session_id, None) is not None:
-            self.driver.lease_keeper.drop(session_id)
+        self.leases.forget(session_id)
 
     def release_all(self) -> None:
-        for sid in list(self._tokens):
-            self.release(sid)
+        self.leases.release_all()
 
     def report(self, record: RunRecord) -> None:
         self._report(record)
@@ -333,8 +239,7 @@ class Controller:
         try:
             threads.run_each(ids, lambda sid: self._drive_session(sid, summary))
         finally:
-            for sid in list(self._tokens):
-                self.release(sid)
+            self.leases.release_all()
         summary.turns = self._slots.started
         if threads.errors:
             raise threads.errors[0]
@@ -391,8 +296,11 @@ class Controller:
         )
         began = time.monotonic()
         result = self.driver.continue_reattached(session, attached)
-        with summary._lock:
-            summary.reattached += 1
+        summary.count_reattached()
+        self._turn_ended(sid, result, began, summary)
+
+    def _turn_ended(self, sid: str, result: TurnResult, began: float, summary: RunSummary) -> None:
+        """Count a turn that ended, and tell the display how."""
         if not result.succeeded:
             summary.count_failure()
         outcome = result.outcome
@@ -422,22 +330,6 @@ class Controller:
         actions = [a.kind for a in report.actions]
         self._say(sid, "recovered", f"recovered ({kinds})", actions=actions)
         return True
-
-    def _keep_lease_fresh(self, session: SessionState) -> SessionState:
-        """Renew the session's lease between turns once half of it is spent; the state after.
-
-        The lease keeper renews it every third of its length; this covers a keeper
-        that fell behind (a stalled machine) before a turn is accepted on it.
-        """
-        lease = session.lease
-        now = self.sessions.now()
-        half = timedelta(seconds=self.config.lease_seconds / 2)
-        if lease.expires_at is not None and lease.expires_at - now >= half:
-            return session
-        sid = session.session_id
-        until = now + timedelta(seconds=self.config.lease_seconds)
-        done = self.sessions.execute(sid, RenewLease(lease=self.token(sid), expires_at=until))
-        return done.state if done.state is not None else self.sessions.load(sid)
 
     def _step_safely(self, sid: str, summary: RunSummary) -> _Next:
         """One step; a session taken from us or changed under us stops, the rest go on."""
@@ -502,7 +394,7 @@ class Controller:
 
     def _step(self, sid: str, summary: RunSummary) -> _Next:
         """Run at most one turn of a session, or say why it waits or stops."""
-        session = self._keep_lease_fresh(self.sessions.load(sid))
+        session = self.leases.keep_fresh(self.sessions.load(sid))
         now = self.sessions.now()
         if session.recovery is not None and session.recovery.status == "awaiting_resolution":
             decision = decide_recovery(session, self.config.policy, now)
@@ -567,66 +459,14 @@ class Controller:
             result = self.driver.run_turn(session, plan)
         finally:
             self._slots.give_back()
-        outcome = result.outcome
-        if not result.succeeded:
-            summary.count_failure()
-        self.monitor.turn_ended(
-            sid,
-            result.turn_id,
-            succeeded=result.succeeded,
-            error_kind=outcome.error_kind.value if outcome.error_kind else None,
-            reason=None if result.succeeded else failure_reason(outcome),
-            fallback_seconds=time.monotonic() - began,
-        )
+        self._turn_ended(sid, result, began, summary)
         return _GO_ON
 
-    # --- stopping a session -------------------------------------------------------------
+    # --- stopping a session (runtime/session_stops.py) -----------------------------------
 
     def _halt(self, session: SessionState, action: StatusAction, reason: str) -> _Next:
-        """Suspend or crash a session a policy stopped, and give its todos back."""
-        sid = session.session_id
-        self.sessions.execute(sid, SetStatus(lease=self.token(sid), action=action, reason=reason))
-        released = release_session_claims(self.goals, session.goal_id, sid)
-        freed = f"; released {', '.join(released)}" if released else ""
-        status = "crashed" if action == "mark_crashed" else "suspended"
-        self._say(sid, status, f"{status} ({reason}){freed}", reason=reason, released=released)
-        return _Next(stop=reason if action == "suspend" else "crashed", reason=reason)
-
-    def _quarantine(self, sid: str, settlement: Settlement) -> str:
-        """Suspend a session that cannot settle, for an operator, with what still runs
-        (``session resume`` and the next ``run`` settle it again)."""
-        why = f"quarantined: {settlement.describe()}"
-        self.sessions.execute(sid, SetStatus(lease=self.token(sid), action="suspend", reason=why))
-        self._say(sid, "quarantined", why, processes=settlement.left)
-        return "quarantined"
+        stop, why = self.stops.halt(session, action, reason)
+        return _Next(stop=stop, reason=why)
 
     def _stopped(self, sid: str, plan: Stop) -> str:
-        if plan.reason == "goal_terminal" and self.config.close_goal_when_terminal:
-            session = self.sessions.load(sid)
-            goal = self.goals.load(session.goal_id)
-            if not goal.is_closed:
-                self.goals.submit(
-                    session.goal_id,
-                    CloseGoal(
-                        reason=NoFollowUpReason.ACCEPTANCE_MET,
-                        summary=f"terminal audit passed; closed by session {sid}",
-                    ),
-                )
-                self._report(
-                    RunRecord(
-                        "session",
-                        f"goal {session.goal_id}: terminal audit passed, closed",
-                        sid,
-                        {"event": "goal_closed", "goal": session.goal_id},
-                    )
-                )
-            # The session's work is done: close it so later runs leave it alone, once
-            # nothing of it runs any more; a session that cannot settle is left alone.
-            settlement = settle_session(sid)
-            if not settlement.settled:
-                return self._quarantine(sid, settlement)
-            self.sessions.execute(
-                sid, SetStatus(lease=self.token(sid), action="close", reason="goal closed")
-            )
-        self._say(sid, "stopped", f"stopped ({plan.reason}: {plan.message})", reason=plan.reason)
-        return plan.reason
+        return self.stops.stopped(sid, plan)
