@@ -80,7 +80,7 @@ class CliKit:
             config: dict[str, Any] = {
                 "binary": str(self.binary),
                 "codex_home": str(self.home),
-                "env": {"FAKE_OPENAI_KEY": "sk-test", **home},
+                "env": home,
             }
         else:
             config = {
@@ -89,7 +89,6 @@ class CliKit:
                 "allowed_tools": ["Bash"],
                 "env": {
                     "ANTHROPIC_BASE_URL": self.server.base_url,
-                    "ANTHROPIC_API_KEY": "sk-ant-test",
                     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                     "CLAUDE_CODE_MAX_RETRIES": "0",
                     **home,
@@ -118,10 +117,17 @@ def codex_user_config(home: Path, base_url: str) -> None:
 MakeKit = Callable[[str, list[Rule]], CliKit]
 
 
+# The fake servers' keys, exported where ``run`` starts as a user exports theirs: a
+# key in the host config is refused (it would be stored in the event log).
+FAKE_KEYS = {"FAKE_OPENAI_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test"}
+
+
 @pytest.fixture
-def make_kit(tmp_path: Path) -> Iterator[MakeKit]:
+def make_kit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeKit]:
     """``make_kit(cli, rules)``: a started fake server and the CLI configured for it."""
     servers: list[FakeModelServer] = []
+    for name, value in FAKE_KEYS.items():
+        monkeypatch.setenv(name, value)
 
     def make(name: str, rules: list[Rule]) -> CliKit:
         binary = locate_cli(name)

@@ -19,6 +19,11 @@ TODO_ENV = "TURNKEEPER_TODO_ID"
 
 # What a user's environment keeps when a host does not inherit it (``inherit_env``).
 _KEPT_WITHOUT_INHERIT = ("PATH", "HOME", "LANG", "TMPDIR")
+# The control plane's own credentials: never passed on to an agent, inherited or not
+# (a database URL may carry its password; libpq reads these two).
+CONTROL_PLANE_SECRETS = frozenset(
+    {"TURNKEEPER_DATABASE_URL", "TURNKEEPER_TEST_POSTGRES_URL", "PGPASSWORD", "PGPASSFILE"}
+)
 
 # Prepended to every host command once :func:`die_with_parent` was called: util-linux
 # ``setpriv`` sets PR_SET_PDEATHSIG and execs the command, so no Python runs between
@@ -62,14 +67,15 @@ def substitute(args: list[str], request: TurnRequest) -> list[str]:
 
 
 def process_env(request: TurnRequest, env: dict[str, str], inherit_env: bool) -> dict[str, str]:
-    """The process's environment: inherited (or its bare minimum), the config's ``env``,
-    the request's, then the turn's markers."""
+    """The process's environment: inherited (or its bare minimum) without the control
+    plane's own credentials, the config's ``env``, the request's, then the turn's
+    markers."""
     inherited = os.environ if request.inherited_env is None else request.inherited_env
-    base = (
-        dict(inherited)
-        if inherit_env
-        else {k: v for k, v in inherited.items() if k in _KEPT_WITHOUT_INHERIT}
-    )
+    base = {
+        k: v
+        for k, v in inherited.items()
+        if (inherit_env or k in _KEPT_WITHOUT_INHERIT) and k not in CONTROL_PLANE_SECRETS
+    }
     # The markers go last so neither config nor request can overwrite them.
     return {
         **base,

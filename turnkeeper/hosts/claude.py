@@ -13,7 +13,7 @@ host session handle. Example host config (all keys optional)::
       "permission_mode": "acceptEdits",   # --permission-mode; null: the user's settings
       "allowed_tools": ["Bash(pytest:*)", "Bash(git status)"],   # --allowedTools
       "config_dir": "~/.claude-work",     # sets CLAUDE_CONFIG_DIR; default: inherited
-      "env": {"ANTHROPIC_API_KEY": "..."},
+      "env": {"ANTHROPIC_BASE_URL": "..."},   # no secrets: a key stays in run's env
       "evidence": {"t-tests": [{"key": "tests", "command": "pytest -q"}]}
     }
 

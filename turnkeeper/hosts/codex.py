@@ -12,7 +12,8 @@ session handle. Example host config (all keys optional)::
       "approval_policy": "never",         # -c approval_policy=...; null: the user's config
       "codex_home": "~/.codex-work",      # sets CODEX_HOME; default: inherited / ~/.codex
       "config": {"model_reasoning_effort": "high"},   # more -c key=value (TOML values)
-      "env": {"OPENAI_API_KEY": "..."},   # added to the inherited environment
+      "env": {"OPENAI_BASE_URL": "..."},  # added to the inherited environment (no
+                                          # secrets: a key stays in run's environment)
       "evidence": {"*": [{"key": "tests", "command": "pytest -q"}]}
     }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from turnkeeper.boundary.config_secrets import check_config_has_no_secrets
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
 from turnkeeper.hosts import load_host
@@ -62,6 +63,8 @@ def create_session(
     """Check everything, then create the session under ``request_id`` (a retry with the
     same id and arguments returns the same session)."""
     check_request_id(request_id)
+    # Before anything else reads it: a secret value is never stored (nor echoed).
+    check_config_has_no_secrets(host_config)
     check_workspace(workspace, snapshots=snapshots)
     # Loaded as the driver loads it: an unknown kind or a config the host rejects is
     # refused now, not at the first turn.
