@@ -269,6 +269,10 @@ class ClaudeHost(LayeredConfig[ClaudeHostConfig]):
     def session_artifact(self, handle: str, workspace: Path | None = None) -> Path | None:
         return _find_transcript(self.config_for(), handle, workspace)
 
+    def private_dirs(self) -> list[Path]:
+        """Where the CLI keeps its transcripts (runtime/private_dirs.py)."""
+        return [config_dir(self.config_for())]
+
     def start(self, request: TurnRequest) -> SubprocessRun:
         cfg = self.config_for(request)
         binary = resolve_binary(cfg.binary, "claude")

@@ -231,6 +231,10 @@ class CodexHost(LayeredConfig[CodexHostConfig]):
     def session_artifact(self, handle: str) -> Path | None:
         return _find_rollout(self.config_for(), handle)
 
+    def private_dirs(self) -> list[Path]:
+        """Where the CLI keeps its sessions' rollouts (runtime/private_dirs.py)."""
+        return [codex_home(self.config_for())]
+
     def start(self, request: TurnRequest) -> SubprocessRun:
         cfg = self.config_for(request)
         binary = resolve_binary(cfg.binary, "codex")

@@ -17,6 +17,7 @@ from turnkeeper.hosts import load_host
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.driver import HostLoader
 from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.private_dirs import host_private_dirs, keep_out_of_git
 from turnkeeper.runtime.request_ids import check_request_id
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.snapshots import is_repository, submodule_refusal
@@ -68,8 +69,10 @@ def create_session(
     check_workspace(workspace, snapshots=snapshots)
     # Loaded as the driver loads it: an unknown kind or a config the host rejects is
     # refused now, not at the first turn.
-    host_loader(host, split_host_config(host_config))
+    loaded = host_loader(host, split_host_config(host_config))
     GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
+    if snapshots:  # a git workspace: the host's transcripts inside it stay out of git
+        keep_out_of_git(workspace, host_private_dirs(loaded))
     return SessionService(store).create(
         goal_id,
         workspace,
