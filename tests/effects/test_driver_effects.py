@@ -89,7 +89,7 @@ def test_a_turn_applies_each_effect_once(service: CountingService, make_project:
     ]
     assert resolved[0].readback.value == {"key": keys[0], "body": {"order": 1}, "count": 1}
     (rejected,) = project.events("turn.effect_rejected")
-    assert (rejected.effect_id, rejected.reason) == ("e2", "provider_not_configured")
+    assert (rejected.effect_id, rejected.reason) == ("e2", "provider_not_authorised")
     state = SessionService(project.store).load(project.sid)
     assert (state.counters.effects_applied, state.counters.effects_rejected) == (2, 1)
     assert GoalService(project.store).load(GOAL_ID).is_closed

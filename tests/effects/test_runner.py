@@ -281,7 +281,7 @@ def test_effects_that_cannot_run_are_rejected_before_any_call(make_bed: Any) -> 
     assert summary.applied == ["e0"] and summary.rejected == ["e1", "e2", "e3", "e4"]
     reasons = {e.effect_id: e.reason for e in bed.events("turn.effect_rejected")}
     assert reasons == {
-        "e1": "provider_not_configured",
+        "e1": "provider_not_authorised",
         "e2": "malformed_effect",
         "e3": "invalid_effect_request",
         "e4": "unknown_effect_provider",

@@ -311,7 +311,12 @@ class _Providers:
             return self._config_error or ("invalid_effects_config", "")
         spec = self._config.spec(name)
         if spec is None:
-            return "provider_not_configured", f"the session's effects config enables no {name!r}"
+            # Installed is not authorised: only what the session's config names runs.
+            return (
+                "provider_not_authorised",
+                f"PERMISSION_DENIED: the session does not authorise the effect provider "
+                f"{name!r} (name it under effects.providers in its host config)",
+            )
         try:
             return self._loader(spec.kind, dict(spec.config))
         except TurnkeeperError as error:
