@@ -81,6 +81,7 @@ class CliKit:
                 "binary": str(self.binary),
                 "codex_home": str(self.home),
                 "env": home,
+                "pass_env": ["FAKE_OPENAI_KEY"],  # the provider's env_key, not OPENAI_*
             }
         else:
             config = {

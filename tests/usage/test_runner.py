@@ -48,7 +48,9 @@ class RunnerProject:
         self.project = project
         self.ledger = project.root.parent / "ledger.txt"
         agent = project.agent("agent.sh", AGENT)
-        config = project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
+        config = project.host_config(
+            "agent", {"command": [str(agent)], "event_format": "jsonl", "pass_env": ["LEDGER"]}
+        )
         self.goal = project.tk("goal", "add", "One page", "-c", "the page exists", "-q").stdout
         self.goal = self.goal.strip()
         project.tk("todo", "add", self.goal, "Write the page", "--requires-evidence", "page")

@@ -4,9 +4,10 @@ A project made by ``turnkeeper init`` in a git repository, the real CLI. A key i
 session's ``--host-config`` (an ``env`` entry, a credential-shaped value under any
 name, an http effect's header) is refused before anything is written, the refusal
 never repeating it, and no table of the database holds it. Exported in the shell
-``run`` starts in, the key reaches the agent; the control plane's own credentials
-(``PGPASSWORD``, a database URL) set there do not: they are absent from the running
-host's ``/proc/PID/environ``. Nothing the CLI prints, nor a handoff packet, holds the key.
+``run`` starts in and named by the session's ``pass_env``, the key reaches the agent;
+a variable no config names does not, and the control plane's own credentials
+(``PGPASSWORD``, a database URL) never do, even when named: they are absent from the
+running host's ``/proc/PID/environ``. Nothing the CLI prints, nor a handoff packet, holds the key.
 """
 
 from __future__ import annotations
@@ -84,7 +85,10 @@ def test_the_agent_gets_the_users_key_but_not_the_control_planes_credentials(
     key = openai_key()
     pid_file = user_project.root.parent / "agent.pid"
     agent = user_project.agent("agent.sh", AGENT)
-    config = user_project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
+    spec = {"command": [str(agent)], "event_format": "jsonl"}
+    # The agent asks for its key by name; PGPASSWORD it may not have even when asked.
+    spec["pass_env"] = ["PID_FILE", "OPENAI_API_KEY", "PGPASSWORD"]
+    config = user_project.host_config("agent", spec)
     goal = user_project.tk("goal", "add", "Page", "-c", "the page exists", "-q").stdout.strip()
     user_project.tk("todo", "add", goal, "Write the page", "--requires-evidence", "page")
     created = user_project.tk_json(
@@ -97,6 +101,7 @@ def test_the_agent_gets_the_users_key_but_not_the_control_planes_credentials(
         "OPENAI_API_KEY": key,  # the user's own, exported in their shell
         "PGPASSWORD": "db-password-42",  # the control plane's
         "TURNKEEPER_TEST_POSTGRES_URL": database_url,
+        "DEPLOY_KEY_FILE_CONTENTS": "set only where run starts",  # named by no config
     }
     run = user_project.start("run", "--json", env=env)
     wait_for(pid_file.exists, 60, "the agent to start")
@@ -113,6 +118,8 @@ def test_the_agent_gets_the_users_key_but_not_the_control_planes_credentials(
     assert environ.get("OPENAI_API_KEY") == key
     assert "PGPASSWORD" not in environ and "TURNKEEPER_TEST_POSTGRES_URL" not in environ
     assert not [v for v in environ.values() if "db-password-42" in v]
+    assert "DEPLOY_KEY_FILE_CONTENTS" not in environ  # not named: not passed on
+    assert environ["PATH"] and environ["HOME"]  # what any program needs still is
     assert environ["TURNKEEPER_SESSION_ID"] == session
 
     # The key the agent had is in nothing turnkeeper kept or shows.

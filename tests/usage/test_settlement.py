@@ -75,7 +75,8 @@ def _session(project: UserProject, n: int, agent: Path) -> tuple[str, str]:
     workspace.mkdir()
     for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "start"]):
         subprocess.run(["git", *args], cwd=workspace, env=GIT_IDENTITY, check=True, timeout=60)
-    config = project.host_config(f"agent{n}", {"command": [str(agent)], "event_format": "jsonl"})
+    spec = {"command": [str(agent)], "event_format": "jsonl", "pass_env": ["FREEZER", "STUCK_PID"]}
+    config = project.host_config(f"agent{n}", spec)
     created = project.tk_json(
         "session", "create", goal, "--host", "subprocess", "--host-config", config,
         "--workspace", str(workspace),

@@ -34,6 +34,9 @@ printf '{"kind": "result", "data": {"todo_done": true, "evidence": [%s], "propos
   "$evidence" "$proposals"
 """
 
+# The agent reads LEDGER and TURN_SECONDS from the environment `run` starts in.
+AGENT_CONFIG = {"event_format": "jsonl", "pass_env": ["LEDGER", "TURN_SECONDS"]}
+
 
 def _workspace(root: Path) -> Path:
     root.mkdir(parents=True)
@@ -58,7 +61,7 @@ def test_two_workers_share_the_sessions_and_each_page_is_written_once(
     user_project: UserProject,
 ) -> None:
     agent = user_project.agent("agent.sh", AGENT)
-    config = user_project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
+    config = user_project.host_config("agent", AGENT_CONFIG | {"command": [str(agent)]})
     ledger = user_project.root.parent / "ledger.txt"
     made = [_session(user_project, n, config) for n in range(6)]
     env = {"LEDGER": str(ledger), "TURN_SECONDS": "2"}
@@ -86,7 +89,7 @@ def test_a_session_of_another_site_waits_for_a_worker_of_that_site(
     user_project: UserProject,
 ) -> None:
     agent = user_project.agent("agent.sh", AGENT)
-    config = user_project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
+    config = user_project.host_config("agent", AGENT_CONFIG | {"command": [str(agent)]})
     env = {"LEDGER": str(user_project.root.parent / "ledger.txt")}
     goal, session = _session(user_project, 0, config, "--site", "build-2")
     here = user_project.start("run", "--worker", "--idle-exit", "1.5", "--poll", "0.2", env=env)

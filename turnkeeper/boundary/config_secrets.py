@@ -12,8 +12,8 @@ carrying a bearer token — would be all of those. So a configuration is refused
   ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``Authorization``, ...) holds a value
   other than a reference to where the secret is kept (a file's path).
 
-The refusal names the field, never the value, and says what to do instead: a host
-inherits the environment ``turnkeeper run`` starts in, so a key exported there
+The refusal names the field, never the value, and says what to do instead: a key
+exported where ``turnkeeper run`` starts and named in the config's ``pass_env``
 reaches the agent without being stored; an ``http`` effect takes a header from an
 environment variable (``header_env``), by name.
 """
@@ -42,8 +42,8 @@ def check_config_has_no_secrets(config: object, where: str = "host config") -> N
         raise InvalidArgument(
             f"{where} field {field} holds {why}; it would be stored in the event log "
             "and shown by session show and the API, so it is refused. Leave the value "
-            "out: export it in the environment `turnkeeper run` starts in (hosts inherit "
-            "it), or, for an http effect's header, name the variable in header_env",
+            "out: export it where `turnkeeper run` starts and name it in pass_env, or, "
+            "for an http effect's header, name the variable in header_env",
             reason="secret_in_config",
             details={"field": field},
         )

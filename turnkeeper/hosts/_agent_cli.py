@@ -55,6 +55,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.errors import FailedPrecondition
+from turnkeeper.hosts._launch import PassedName
 from turnkeeper.hosts.base import (
     HostErrorKind,
     HostOutcome,
@@ -107,6 +108,14 @@ class EvidenceSpec(BaseModel):
     freshness_seconds: int = Field(default=3600, gt=0)
 
 
+# The variables each CLI reads for its keys and provider settings: passed to it from
+# the environment ``run`` started in (Bedrock or Vertex settings: name them in pass_env).
+CLI_ENV: dict[str, tuple[str, ...]] = {
+    "codex": ("OPENAI_*", "CODEX_*", "AZURE_OPENAI_*"),
+    "claude": ("ANTHROPIC_*", "CLAUDE_*", "DISABLE_AUTOUPDATER", "IS_SANDBOX"),
+}
+
+
 class AgentCliConfig(BaseModel):
     """Settings both agent CLI hosts understand (see each host for its own)."""
 
@@ -117,8 +126,11 @@ class AgentCliConfig(BaseModel):
     binary: str | None = None
     # None: whatever the user's own CLI configuration selects.
     model: str | None = None
-    # Added to the inherited environment (API keys and provider settings pass through).
+    # Added to the environment (no secrets: hosts/_launch.py, boundary/config_secrets.py).
     env: dict[str, str] = Field(default_factory=dict)
+    # More of the environment ``run`` started in than the core and the CLI's own
+    # variables (``CLI_ENV``): names, or prefixes ending in ``*``.
+    pass_env: list[PassedName] = Field(default_factory=list, max_length=256)
     # Appended to the CLI's arguments, before the prompt.
     extra_args: list[str] = Field(default_factory=list)
     # The same rule, and default, as a plain command's (hosts/completion.py).
@@ -433,6 +445,8 @@ def start_cli(
         event_format="jsonl",
         stdin="instructions",
         env=env,
+        # The CLI's keys and provider settings pass; the rest only when named.
+        pass_env=[*CLI_ENV.get(adapter.cli, ()), *cfg.pass_env],
         # The adapter's result always wins; the rule matters only if the CLI ends
         # without one, and then it is the CLI host's own.
         complete_todo=cfg.complete_todo,

@@ -9,7 +9,11 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 
 from turnkeeper.hosts.base import ATTEMPT_ENV, MARKER_ENV, SESSION_ENV, TurnRequest
 
@@ -17,8 +21,19 @@ from turnkeeper.hosts.base import ATTEMPT_ENV, MARKER_ENV, SESSION_ENV, TurnRequ
 #: every command host, so a shell agent needs no JSON parser to know its todo.
 TODO_ENV = "TURNKEEPER_TODO_ID"
 
-# What a user's environment keeps when a host does not inherit it (``inherit_env``).
-_KEPT_WITHOUT_INHERIT = ("PATH", "HOME", "LANG", "TMPDIR")
+# What a host gets of the environment ``run`` started in without asking for it: what
+# a program needs to run at all (a shell, a locale, a temp dir, a terminal, proxies
+# and CA bundles to reach a network). Everything else reaches an agent only when its
+# config names it (``pass_env``: names, or prefixes ending in ``*``), or when it
+# inherits the whole environment (``inherit_env``): a credential exported for the
+# control plane, or for anything else, is not handed to every agent by default.
+CORE_ENV = (
+    *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM"),
+    *("TZ", "TMPDIR", "XDG_RUNTIME_DIR", "VIRTUAL_ENV", "COLORTERM", "NO_COLOR"),
+    *("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"),
+    *("ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"),
+    "NODE_EXTRA_CA_CERTS",
+)
 # The control plane's own credentials: never passed on to an agent, inherited or not
 # (a database URL may carry its password; libpq reads these two).
 CONTROL_PLANE_SECRETS = frozenset(
@@ -66,15 +81,30 @@ def substitute(args: list[str], request: TurnRequest) -> list[str]:
     return [pattern.sub(lambda m: values[m.group(0)], template) for template in args]
 
 
-def process_env(request: TurnRequest, env: dict[str, str], inherit_env: bool) -> dict[str, str]:
-    """The process's environment: inherited (or its bare minimum) without the control
-    plane's own credentials, the config's ``env``, the request's, then the turn's
-    markers."""
+# A variable a host config passes on: a name, or a prefix ending in ``*``.
+PassedName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\*?$", max_length=200)]
+
+
+def passes(name: str, patterns: Iterable[str]) -> bool:
+    """Whether ``name`` is one of ``patterns`` (exact names, or prefixes ending in ``*``)."""
+    return any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns)
+
+
+def process_env(
+    request: TurnRequest,
+    env: dict[str, str],
+    inherit_env: bool,
+    pass_env: Iterable[str] = (),
+) -> dict[str, str]:
+    """The process's environment: of the one ``run`` started in, :data:`CORE_ENV` and
+    what ``pass_env`` names (everything with ``inherit_env``), never the control plane's
+    own credentials; then the config's ``env``, the request's, the turn's markers."""
     inherited = os.environ if request.inherited_env is None else request.inherited_env
+    wanted = (*CORE_ENV, *pass_env)
     base = {
         k: v
         for k, v in inherited.items()
-        if (inherit_env or k in _KEPT_WITHOUT_INHERIT) and k not in CONTROL_PLANE_SECRETS
+        if (inherit_env or passes(k, wanted)) and k not in CONTROL_PLANE_SECRETS
     }
     # The markers go last so neither config nor request can overwrite them.
     return {

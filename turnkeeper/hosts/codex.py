@@ -12,8 +12,9 @@ session handle. Example host config (all keys optional)::
       "approval_policy": "never",         # -c approval_policy=...; null: the user's config
       "codex_home": "~/.codex-work",      # sets CODEX_HOME; default: inherited / ~/.codex
       "config": {"model_reasoning_effort": "high"},   # more -c key=value (TOML values)
-      "env": {"OPENAI_BASE_URL": "..."},  # added to the inherited environment (no
-                                          # secrets: a key stays in run's environment)
+      "env": {"OPENAI_BASE_URL": "..."},  # added to the environment (no secrets)
+      "pass_env": ["MY_PROVIDER_KEY"],    # from run's environment, beyond OPENAI_*,
+                                          # CODEX_*, AZURE_OPENAI_* and the core
       "evidence": {"*": [{"key": "tests", "command": "pytest -q"}]}
     }
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnkeeper.hosts._launch import PassedName
 from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.subprocess_host import (
     SubprocessHostConfig,
@@ -48,6 +49,8 @@ class PythonHostConfig(BaseModel):
     python: str = Field(default_factory=lambda: sys.executable)
     pythonpath: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # As a plain command's: the core of run's environment plus these (hosts/_launch.py).
+    pass_env: list[PassedName] = Field(default_factory=list, max_length=256)
     kill_stragglers: bool = True
 
 
@@ -65,6 +68,7 @@ class PythonHost:
             event_format="jsonl",
             stdin="request",
             env={**python_env(cfg.pythonpath), **cfg.env},
+            pass_env=cfg.pass_env,
             kill_stragglers=cfg.kill_stragglers,
         )
         payload = {

@@ -60,7 +60,13 @@ from turnkeeper.hosts._events import (
     dig,
     parse_jsonl_line,
 )
-from turnkeeper.hosts._launch import process_env, substitute, unrunnable, with_parent_death
+from turnkeeper.hosts._launch import (
+    PassedName,
+    process_env,
+    substitute,
+    unrunnable,
+    with_parent_death,
+)
 from turnkeeper.hosts._pipes import serve
 from turnkeeper.hosts.base import (
     HostErrorKind,
@@ -103,7 +109,11 @@ class SubprocessHostConfig(BaseModel):
     # In jsonl mode a malformed line fails the turn (error kind protocol) unless tolerated.
     tolerate_malformed: bool = False
     env: dict[str, str] = Field(default_factory=dict)
-    inherit_env: bool = True
+    # Of the environment ``run`` started in: the core (hosts/_launch.py CORE_ENV), plus
+    # these names or ``PREFIX*``es; ``inherit_env``: all of it. Never turnkeeper's own
+    # credentials.
+    pass_env: list[PassedName] = Field(default_factory=list, max_length=256)
+    inherit_env: bool = False
     handle_from: list[HandleRule] = Field(
         default_factory=lambda: [HandleRule(kind="session.bound", field="handle")]
     )
@@ -171,7 +181,7 @@ class SubprocessHost:
 
 def turn_env(request: TurnRequest, cfg: SubprocessHostConfig) -> dict[str, str]:
     """The environment the turn's command runs in (see hosts/_launch.py)."""
-    return process_env(request, cfg.env, cfg.inherit_env)
+    return process_env(request, cfg.env, cfg.inherit_env, cfg.pass_env)
 
 
 def spawn(

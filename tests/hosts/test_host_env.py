@@ -1,0 +1,62 @@
+"""What of the environment ``run`` started in a host process gets (hosts/_launch.py):
+the core, what its config names, all of it on request — never turnkeeper's own
+credentials — checked on the environment of a real process."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.hosts.conftest import MakeRequest
+from turnkeeper.hosts.subprocess_host import SubprocessHost
+
+PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
+INHERITED = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/home/dev",
+    "LC_ALL": "C.UTF-8",
+    "HTTPS_PROXY": "http://proxy:3128",
+    "MYAPP_MODE": "test",
+    "MYAPP_LEVEL": "3",
+    "OPENAI_API_KEY": "exported for the agent",
+    "AWS_SECRET_ACCESS_KEY": "exported for something else",
+    "TURNKEEPER_DATABASE_URL": "postgresql://tk:pw@db/tk",
+    "PGPASSWORD": "pw",
+}
+
+
+def _env_of(make_request: MakeRequest, workspace: Path, **config: Any) -> dict[str, str]:
+    host = SubprocessHost({"command": [sys.executable, "-c", PRINT_ENV], **config})
+    run = host.start(make_request(inherited_env=INHERITED))
+    lines = [e.data.get("text", "") for e in run.events()]
+    assert run.wait(30).status.value == "succeeded"
+    return dict(json.loads("".join(str(line) for line in lines)))
+
+
+def test_the_core_and_named_variables_pass_the_rest_does_not(
+    make_request: MakeRequest, workspace: Path
+) -> None:
+    env = _env_of(make_request, workspace, pass_env=["OPENAI_API_KEY", "MYAPP_*", "PGPASSWORD"])
+    for name in ("PATH", "HOME", "LC_ALL", "HTTPS_PROXY", "OPENAI_API_KEY"):
+        assert env[name] == INHERITED[name], name
+    assert env["MYAPP_MODE"] == "test" and env["MYAPP_LEVEL"] == "3"  # a prefix
+    assert "AWS_SECRET_ACCESS_KEY" not in env  # named by nobody
+    assert "PGPASSWORD" not in env and "TURNKEEPER_DATABASE_URL" not in env  # never
+    assert env["TURNKEEPER_SESSION_ID"] == "sess-1"  # the turn's own markers
+
+
+def test_nothing_named_gives_the_core_only(make_request: MakeRequest, workspace: Path) -> None:
+    env = _env_of(make_request, workspace)
+    assert "OPENAI_API_KEY" not in env and "MYAPP_MODE" not in env
+    assert env["PATH"] == INHERITED["PATH"]
+
+
+def test_inherit_env_passes_everything_but_the_control_planes_credentials(
+    make_request: MakeRequest, workspace: Path
+) -> None:
+    env = _env_of(make_request, workspace, inherit_env=True, env={"EXTRA": "1"})
+    assert env["AWS_SECRET_ACCESS_KEY"] == INHERITED["AWS_SECRET_ACCESS_KEY"]
+    assert env["EXTRA"] == "1"
+    assert "PGPASSWORD" not in env and "TURNKEEPER_DATABASE_URL" not in env
