@@ -430,6 +430,20 @@ class GroupCommitWriter:
             cur.execute(self._sql["events_head"], (part.stream_id,))
             found = cur.fetchone()
             head = int(found[0]) if found and found[0] is not None else 0
+            if row is not None and int(row[0]) != head:
+                # Under PostgreSQL's READ COMMITTED each statement sees the latest commit:
+                # another writer's append between the two reads moves the events ahead of
+                # the projection read first. If the projection moved too, that is what
+                # happened — a conflict, not damage (an append always moves both).
+                cur.execute(self._sql["proj_head"], (part.stream_id,))
+                again = cur.fetchone()
+                if again is None or int(again[0]) != int(row[0]):
+                    return StreamConflict(
+                        f"stream {part.stream_id!r}: expected head {part.expected_seq}, "
+                        f"another writer appended meanwhile",
+                        reason="stream_conflict",
+                        details={**details, "actual_seq": head},
+                    )
         if row is not None and int(row[0]) != head:
             # Only damage or tampering separates the two; appending would fork the stream.
             return FailedPrecondition(

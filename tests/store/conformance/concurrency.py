@@ -97,6 +97,43 @@ def test_threads_at_the_same_head_one_wins(open_new: Callable[[], EventStore], s
     assert [e.seq for e in shared.read_stream("contested")] == list(range(1, rounds + 1))
 
 
+def test_writers_behind_the_head_are_told_of_a_conflict_never_of_damage(
+    open_new: Callable[[], EventStore],
+) -> None:
+    """Six writers on their own connections append as fast as they can, each from the
+    head it last saw: whoever is behind gets ``stream_conflict``, never a misreading
+    of another's commit as a damaged projection (``projection_stale``)."""
+    writers, attempts = 6, 60
+    mine = [open_new() for _ in range(writers)]
+    wrong: list[BaseException] = []
+    won = [0] * writers
+    start = threading.Barrier(writers)
+
+    def writer(w: int) -> None:
+        store = mine[w]
+        head = 0
+        start.wait()
+        for _ in range(attempts):
+            try:
+                head = store.append("busy", KIND, head, events_of([w]), state_of([w]), 1)
+                won[w] += 1
+            except StreamConflict as exc:
+                head = int(exc.details["actual_seq"])
+            except BaseException as exc:
+                wrong.append(exc)
+                return
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert wrong == []
+    reader = open_new()
+    assert [e.seq for e in reader.read_stream("busy")] == list(range(1, sum(won) + 1))
+    assert reader.head("busy") == sum(won)
+
+
 def test_processes_race_for_the_same_head(backend: Backend) -> None:
     """Four OS processes, each with its own store, append at one head: one wins a round."""
     rounds, writers = 30, 4
