@@ -91,14 +91,16 @@ def _original(project: UserProject, tmp_path: Path) -> Original:
         {
             "command": [str(agent)],
             "event_format": "jsonl",
-            "env": {"OPENAI_API_KEY": KEY, "NOTES": LOCAL_PATH},
+            # The key itself only where run starts (a config holding it is refused).
+            "env": {"NOTES": LOCAL_PATH},
+            "pass_env": ["OPENAI_API_KEY"],
         },
     )
     created = project.tk_json(
         "session", "create", goal_id, "--host", "subprocess", "--host-config", config,
         "--workspace", str(workspace),
     )  # fmt: skip
-    tk("run", "--max-turns", "1", expect=None, timeout=90)
+    tk("run", "--max-turns", "1", expect=None, timeout=90, env={"OPENAI_API_KEY": KEY})
     assert _todos(project, goal_id)[write]["status"] == "done"
     tk("todo", "claim", side, "-q")  # a claim that is local to this project
     return Original(
@@ -142,8 +144,8 @@ def test_a_handed_over_goal_carries_no_private_value_and_is_adopted_elsewhere(
     # The original project really holds every private value the packet must not carry.
     shown = tk("session", "show", made.session, "--json").stdout
     logs = tk("logs", made.session).stdout
-    assert HANDLE in shown and KEY in shown and LOCAL_PATH in shown, shown
-    assert LOCAL_PATH in logs and KEY in logs, logs
+    assert HANDLE in shown and LOCAL_PATH in shown, shown
+    assert LOCAL_PATH in logs and KEY in logs, logs  # the agent spoke of the key
 
     tk("handoff", made.goal, "-o", "packet.json")
     text = (user_project.root / "packet.json").read_text()
