@@ -155,6 +155,13 @@ def cpu_between(samples: list[ProcSample], t0: float, t1: float) -> tuple[float,
         return 0.0, 0.0, 0.0
     first = min(samples, key=lambda s: abs(s.at - t0))
     last = min(samples, key=lambda s: abs(s.at - t1))
+    if first is last:
+        # A window shorter than the sampling period (a small run on a busy machine):
+        # the samples around it, so the reading spans the window rather than nothing.
+        first = max((s for s in samples if s.at <= t0), key=lambda s: s.at, default=samples[0])
+        last = min((s for s in samples if s.at >= t1), key=lambda s: s.at, default=samples[-1])
+        if first is last:
+            first, last = samples[0], samples[-1]
     return (
         last.own_cpu_s - first.own_cpu_s,
         last.children_cpu_s - first.children_cpu_s,
