@@ -182,10 +182,10 @@ def check_agent_cli(cli: AgentCli, cfg: AgentCliConfig, scope: str = "") -> list
 def _binary(cli: AgentCli, cfg: AgentCliConfig, scope: str) -> Path | Finding:
     try:
         return resolve_binary(cfg.binary, cli.kind)
-    except TurnkeeperError:
-        pass
+    except TurnkeeperError as error:
+        why = error.message  # the resolver's own words, kept in the finding
     if cfg.binary:
-        detail = f"the host config's binary {cfg.binary!r} is not an executable"
+        detail = f"the host config's binary {cfg.binary!r} is not an executable ({why})"
         fix = f"point 'binary' at the {cli.kind} CLI, or install it: {cli.install}"
     else:
         detail = f"{cli.kind} is not on PATH nor in the install cache {install_cache_dir()}"
