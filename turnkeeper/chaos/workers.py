@@ -13,7 +13,9 @@ under test.
 ``workers`` worker processes run throughout; at random moments one is SIGKILLed (by
 its pid: the harness's own child) and a new one started in its place. When given a
 shell command that restarts the database, the harness runs it at random moments too.
-Once the kills and restarts are spent it lets the workers finish; then every session
+Each goal's last todo waits for the harness's release, written once the kills and
+restarts are spent, so every one of them lands while goals are open; then the workers
+finish; then every session
 is checked (:mod:`.worker_checks`), the whole store verified, and no process of any
 turn may be left running.
 """
@@ -64,9 +66,10 @@ WORKER_CRASH = "worker crashed"
 UNAVAILABLE_EXIT = 9  # the CLI's exit code for UNAVAILABLE
 EVIDENCE = "written"
 AGENT = r"""#!/bin/sh
-# A chaos agent: RUNS_DIR SECONDS. It writes down its run before any step.
+# A chaos agent: RUNS_DIR SECONDS LAST_TODO RELEASE WAIT_LIMIT. It writes down its
+# run before any step.
 set -eu
-runs="$1"; work="$2"
+runs="$1"; work="$2"; last="$3"; release="$4"; limit="$5"
 turn="$TURNKEEPER_TURN_ID"; todo="$TURNKEEPER_TODO_ID"
 chain=""; p=$$
 while [ "$p" -gt 1 ]; do
@@ -80,6 +83,14 @@ printf "$run\n" "$turn" "$TURNKEEPER_SESSION_ID" "$TURNKEEPER_ATTEMPT" "$todo" "
 page="$todo.md"
 echo "# $todo" > "$page"
 sleep "$work"
+# Each goal's last todo waits for the harness's release (written once its kills and
+# restarts are spent), so no goal closes while chaos remains; bounded by WAIT_LIMIT.
+if [ "$todo" = "$last" ]; then
+  waited=0
+  while [ ! -e "$release" ] && [ "$waited" -lt "$limit" ]; do
+    sleep 1; waited=$((waited + 1))
+  done
+fi
 printf '{"kind": "message", "data": {"text": "wrote %s"}}\n' "$page"
 evidence="{\"key\": \"written\", \"command\": \"test -s $page\"}"
 body="{\"todo\": \"$todo\", \"turn\": \"$turn\"}"
@@ -94,8 +105,8 @@ class WorkersConfig:
     database_url: str  # a server; the run makes a database of its own there
     workers: int = 4
     sessions: int = 32
-    # Enough work that the kills and restarts land before the goals close (with 4, a
-    # run whose workers ride out every restart could finish one kill short).
+    # Each goal's last todo is held until the kills and restarts are spent (see AGENT),
+    # so a fast machine cannot close every goal one kill short.
     todos: int = 8
     kills: int = 20  # worker SIGKILLs
     restarts: int = 0  # database restarts, through restart_command
@@ -227,6 +238,7 @@ class WorkersRun:
         self.base.mkdir(parents=True, exist_ok=True)
         self.project = self.base / "project"
         self.runs_dir = self.base / "runs"
+        self.release = self.base / "release"  # written when the chaos is spent
         self.dbname = f"tk_chaos_{uuid.uuid4().hex[:10]}"
         self.url = with_database(config.database_url, self.dbname)
         self.sessions: dict[str, tuple[str, str, list[str]]] = {}  # sid -> label, goal, todos
@@ -266,8 +278,10 @@ class WorkersRun:
                     goals.submit(goal_id, AddTodo(todo=spec))
                 workspace = self.base / "ws" / label
                 _git_repo(workspace)
+                command = [str(agent), str(self.runs_dir), str(self.config.turn_seconds)]
+                command += [todo_ids[-1], str(self.release), str(int(self.config.time_limit))]
                 config = {
-                    "command": [str(agent), str(self.runs_dir), str(self.config.turn_seconds)],
+                    "command": command,
                     "event_format": "jsonl",
                     "effects": {"providers": {"http": service.provider_config(label)}},
                 }
@@ -309,6 +323,7 @@ class WorkersRun:
                 self._kill_one()
             else:
                 self._restart_database()
+        self.release.touch()
         while time.monotonic() < deadline:
             self._respawn()
             if self.open_goals() == 0:
