@@ -15,6 +15,8 @@ from turnkeeper.api.routes_sessions import resolve_session
 from turnkeeper.kernel import TerminalAudit
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.access import AccessService, Principal, ShareMode, share_json
+from turnkeeper.runtime.extension_settings import ExtensionSettings
+from turnkeeper.runtime.extension_states import ExtensionStatus, extension_states
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
@@ -36,6 +38,8 @@ class GoalSummary(BaseModel):
 class StatusAnswer(BaseModel):
     goals: list[GoalSummary]
     sessions: list[SessionState]
+    # Installed, enabled, ready (doctor on the server's machine) and authorised.
+    extensions: list[ExtensionStatus]
 
 
 class ShareView(BaseModel):
@@ -82,7 +86,11 @@ def status(store: Store) -> Any:
     ]
     sessions = SessionService(store).list()
     check_workspaces_not_ahead(store, sessions)
-    return StatusAnswer(goals=rows, sessions=sessions)
+    extensions = extension_states(
+        ExtensionSettings(store).state(),
+        [(s.session_id, s.status, s.host_kind, s.host_config) for s in sessions],
+    )
+    return StatusAnswer(goals=rows, sessions=sessions, extensions=extensions)
 
 
 @router.get("/whoami", response_model=Caller)

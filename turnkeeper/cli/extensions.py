@@ -6,50 +6,189 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from turnkeeper.cli.context import JsonOption, handles_errors
+from turnkeeper.cli.context import JsonOption, default_owner, handles_errors, open_project_store
 from turnkeeper.cli.output import console, print_error, print_json, safe
-from turnkeeper.errors import FailedPrecondition
+from turnkeeper.errors import FailedPrecondition, InvalidArgument, NotFound
 
 # Entry points, hosts and the store are imported by the commands: `--help` stays fast.
 if TYPE_CHECKING:
     from turnkeeper.extensions.doctor import DoctorReport
+    from turnkeeper.extensions.findings import Group
     from turnkeeper.kernel.session.state import SessionState
+    from turnkeeper.runtime.extension_settings import ExtensionsState
 
 _STATUS_STYLE = {"ok": "green"}
 
 
+extensions_app = typer.Typer(
+    help="Host kinds and effect providers: what is installed, and what this project "
+    "allows (enable / disable). `turnkeeper doctor` says what is ready.",
+    invoke_without_command=True,
+)
+GroupOption = typer.Option(
+    None,
+    "--group",
+    help="host or effect: needed only when a host kind and an effect provider share the name.",
+)
+
+
+@extensions_app.callback()
 @handles_errors
-def extensions(as_json: bool = JsonOption) -> None:
+def extensions(ctx: typer.Context, as_json: bool = JsonOption) -> None:
     """Every host kind and effect provider installed: the package and version that
-    provide it, its entry point, and whether it loads. Needs no project.
+    provide it, its entry point, whether it loads and, in a project, whether the
+    project enabled it.
 
     Example: turnkeeper extensions --json
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from rich.table import Table
 
     from turnkeeper.extensions.catalog import list_extensions
 
     found = list_extensions()
+    settings = _project_settings()
+    rows = [
+        ext.model_dump(mode="json")
+        | (
+            {"enabled": None, "disabled_reason": None}
+            if settings is None
+            else {
+                "enabled": settings.disabled_reason(ext.group, ext.name) is None,
+                "disabled_reason": settings.disabled_reason(ext.group, ext.name),
+            }
+        )
+        for ext in found
+    ]
     if as_json:
-        print_json({"extensions": found})
+        print_json({"extensions": rows})
         return
     table = Table(title="extensions")
     for column in ("name", "group", "package", "version"):
         table.add_column(column)
     table.add_column("target", overflow="fold")
     table.add_column("loads", overflow="fold")
-    for ext in found:
+    if settings is not None:
+        table.add_column("enabled", overflow="fold")
+    for ext, row in zip(found, rows, strict=True):
         loads = "yes" if ext.loads else f"[red]no[/]: {safe(ext.error)}"
         name = safe(ext.name) + ("" if ext.active else " [dim](shadowed)[/]")
-        table.add_row(
-            name,
-            ext.group,
-            safe(ext.package or "?"),
-            safe(ext.version or "?"),
-            safe(ext.target),
-            loads,
-        )
+        cells = [name, ext.group, safe(ext.package or "?"), safe(ext.version or "?")]
+        cells += [safe(ext.target), loads]
+        if settings is not None:
+            why = row["disabled_reason"]
+            cells.append("yes" if why is None else f"[red]no[/]: {safe(why)}")
+        table.add_row(*cells)
     console.print(table)
+
+
+@extensions_app.command("disable")
+@handles_errors
+def extensions_disable(
+    name: str = typer.Argument(..., help="The host kind or effect provider."),
+    reason: str = typer.Option("", "--reason", help="Why: shown wherever it is refused."),
+    group: str | None = GroupOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Disable an extension in this project: no session is created on a disabled host
+    kind, a session on one is suspended before its next turn, and a disabled effect
+    provider's effects are refused with nothing run. Every worker sharing the
+    project's database obeys it.
+
+    Example: turnkeeper extensions disable http --reason "the ticket API is frozen"
+    """
+    from turnkeeper.runtime.extension_settings import MAX_REASON_CHARS, ExtensionSettings
+
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidArgument(
+            f"--reason is at most {MAX_REASON_CHARS} characters", reason="reason_too_long"
+        )
+    kind = _installed_group(name, group)
+    with open_project_store() as (_, store):
+        state = ExtensionSettings(store).disable(kind, name, reason, default_owner())
+    _said(kind, name, state.disabled_reason(kind, name), as_json)
+
+
+@extensions_app.command("enable")
+@handles_errors
+def extensions_enable(
+    name: str = typer.Argument(..., help="The host kind or effect provider."),
+    group: str | None = GroupOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Enable an extension this project disabled (suspended sessions on it then need
+    `turnkeeper session resume`). Enabling what is enabled changes nothing.
+
+    Example: turnkeeper extensions enable http
+    """
+    from turnkeeper.runtime.extension_settings import ExtensionSettings
+
+    kind = _group_of(name, group, _disabled_or_installed())
+    with open_project_store() as (_, store):
+        state = ExtensionSettings(store).enable(kind, name, default_owner())
+    _said(kind, name, state.disabled_reason(kind, name), as_json)
+
+
+def _said(group: Group, name: str, disabled: str | None, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {"name": name, "group": group, "enabled": disabled is None, "disabled_reason": disabled}
+        )
+        return
+    what = "host kind" if group == "host" else "effect provider"
+    state = "enabled" if disabled is None else f"disabled ({safe(disabled)})"
+    console.print(f"{what} {safe(name)}: {state}")
+
+
+def _installed_group(name: str, group: str | None) -> Group:
+    from turnkeeper.extensions.declared import declared_extensions
+
+    return _group_of(name, group, {(d.group, d.name) for d in declared_extensions()})
+
+
+def _disabled_or_installed() -> set[tuple[Group, str]]:
+    """What may be enabled: installed, or disabled by the project (installed or not)."""
+    from turnkeeper.extensions.declared import declared_extensions
+
+    known: set[tuple[Group, str]] = {(d.group, d.name) for d in declared_extensions()}
+    settings = _project_settings()
+    return known | set(settings.disabled_extensions() if settings else ())
+
+
+def _group_of(name: str, group: str | None, known: set[tuple[Group, str]]) -> Group:
+    """The group of the extension ``name`` names, else NOT_FOUND listing what there is."""
+    if group is not None and group not in ("host", "effect"):
+        raise InvalidArgument("--group is host or effect", reason="bad_group")
+    matches = sorted(g for g, n in known if n == name and (group is None or g == group))
+    if not matches:
+        names = sorted({n for _, n in known})
+        raise NotFound(
+            f"no extension named {name!r}; installed: {', '.join(names)}",
+            reason="unknown_extension",
+            details={"unknown": [name], "known": names},
+        )
+    if len(matches) > 1:
+        raise InvalidArgument(
+            f"{name!r} is both a host kind and an effect provider: give --group host or effect",
+            reason="ambiguous_extension",
+        )
+    return "host" if matches[0] == "host" else "effect"
+
+
+def _project_settings() -> ExtensionsState | None:
+    """The project's extension settings, or None outside a project."""
+    from turnkeeper.runtime.extension_settings import ExtensionSettings
+    from turnkeeper.runtime.project import find_project
+
+    try:
+        project = find_project()
+    except FailedPrecondition as error:
+        if error.reason != "project_not_initialised":
+            raise
+        return None
+    with open_project_store(project) as (_, store):
+        return ExtensionSettings(store).state()
 
 
 @handles_errors
@@ -72,6 +211,8 @@ def doctor(
 
     sessions, project = _project_sessions()
     report = diagnose(kinds or (), sessions, project)
+    if project is not None:
+        _record_verdicts(report)
     problems = report.problems
     error = FailedPrecondition(
         f"{len(problems)} problem(s) found: {', '.join(sorted({p.status for p in problems}))}",
@@ -103,6 +244,15 @@ def _project_sessions() -> tuple[list[SessionState] | None, str | None]:
         return None, None
     with open_project_store(project) as (_, store):
         return SessionService(store).list(), str(project.root)
+
+
+def _record_verdicts(report: DoctorReport) -> None:
+    """What doctor found on this machine, kept in the project for ``status``."""
+    from turnkeeper.runtime.extension_settings import ExtensionSettings
+    from turnkeeper.runtime.extension_states import this_machine
+
+    with open_project_store() as (_, store):
+        ExtensionSettings(store).record_check(this_machine(), report.verdicts)
 
 
 def _render(report: DoctorReport) -> None:

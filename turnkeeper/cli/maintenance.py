@@ -71,6 +71,7 @@ def status(as_json: bool = JsonOption) -> None:
 
     Example: turnkeeper status --json
     """
+    from turnkeeper.runtime.extension_states import project_extension_states
     from turnkeeper.runtime.goals import GoalService
     from turnkeeper.runtime.session_listing import list_sessions, recovery_report
     from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
@@ -81,10 +82,12 @@ def status(as_json: bool = JsonOption) -> None:
         sessions = list_sessions(store)
         # A log behind its workspaces' snapshots lost acknowledged writes: DATA_LOSS.
         check_workspaces_not_ahead(store, [s.state for s in sessions])
+        extensions = project_extension_states(store, sessions)
     if as_json:
         print_json(
             {
                 "sessions": [s.state for s in sessions],
+                "extensions": extensions,
                 "goals": [
                     {
                         "id": s.goal.id,
@@ -102,9 +105,11 @@ def status(as_json: bool = JsonOption) -> None:
         console.print("no goals yet: `turnkeeper goal add TITLE`")
         return
     from turnkeeper.cli.render import render_goal_list
+    from turnkeeper.cli.render_extensions import render_extension_states
     from turnkeeper.cli.render_sessions import render_recovery_report, render_session_list
 
     render_goal_list(rows)
+    render_extension_states(extensions)
     if sessions:
         render_session_list(sessions)
         for session in sessions:

@@ -10,15 +10,13 @@ so one broken package never hides the others.
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from turnkeeper import __version__
 from turnkeeper.effects import registry as effects_registry
+from turnkeeper.extensions.findings import Group
 from turnkeeper.hosts import registry as hosts_registry
-
-Group = Literal["host", "effect"]
 
 # (group, entry-point group, the registry's fallbacks for a checkout without metadata)
 _GROUPS: tuple[tuple[Group, str, dict[str, str]], ...] = (

@@ -19,7 +19,7 @@ from turnkeeper.effects import effects_config, load_provider, split_host_config
 from turnkeeper.errors import NotFound, TurnkeeperError
 from turnkeeper.extensions.agent_clis import AGENT_CLIS, check_agent_cli
 from turnkeeper.extensions.catalog import Extension, list_extensions, one_line
-from turnkeeper.extensions.findings import Finding
+from turnkeeper.extensions.findings import MAX_DETAIL_CHARS, ExtensionVerdict, Finding
 from turnkeeper.hosts import load_host
 from turnkeeper.hosts._agent_cli import AgentCliConfig
 from turnkeeper.hosts.subprocess_host import validate_config
@@ -39,6 +39,8 @@ class DoctorReport(BaseModel):
     # The project whose sessions were checked; None outside a project.
     project: str | None = None
     sessions_checked: int = 0
+    # Each extension checked, ready or not (what ``status`` shows as ready).
+    verdicts: list[ExtensionVerdict] = []
 
     @property
     def problems(self) -> list[Finding]:
@@ -68,9 +70,12 @@ def diagnose(
     check_kinds(kinds, extensions)
     wanted = set(kinds)
     findings: list[Finding] = []
+    verdicts: list[ExtensionVerdict] = []
     for ext in extensions:
         if ext.active and (not wanted or ext.name in wanted):
-            findings += _extension_findings(ext)
+            own = _extension_findings(ext)
+            findings += own
+            verdicts.append(_verdict(ext, own))
     live = [s for s in sessions or () if s.status not in _FINISHED]
     checked = [s for s in live if not wanted or _uses(s) & wanted]
     for state in sorted(checked, key=lambda s: s.session_id):
@@ -80,6 +85,18 @@ def diagnose(
         findings=findings,
         project=project,
         sessions_checked=len(checked),
+        verdicts=verdicts,
+    )
+
+
+def _verdict(ext: Extension, findings: Sequence[Finding]) -> ExtensionVerdict:
+    problems = [f for f in findings if not f.ok]
+    return ExtensionVerdict(
+        group=ext.group,
+        name=ext.name,
+        verdict=problems[0].status if problems else "ok",
+        problems=len(problems),
+        detail=problems[0].detail[:MAX_DETAIL_CHARS] if problems else "",
     )
 
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import typing
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument, NotFound
-from turnkeeper.runtime.codec import StreamCodec
+from turnkeeper.runtime.codec import StreamCodec, fold_from
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.streams import decide_and_append, load_stream
 from turnkeeper.store.base import EventStore
@@ -134,13 +133,6 @@ def evolve_access(state: AccessState | None, event: AccessEvent) -> AccessState:
     return state.model_copy(update={"shares": shares})
 
 
-def fold_access(events: typing.Iterable[AccessEvent]) -> AccessState:
-    state = AccessState()
-    for event in events:
-        state = evolve_access(state, event)
-    return state
-
-
 ACCESS_CODEC: StreamCodec[AccessState, AccessEvent] = StreamCodec(
     kind=ACCESS_KIND,
     state_type=AccessState,
@@ -150,7 +142,7 @@ ACCESS_CODEC: StreamCodec[AccessState, AccessEvent] = StreamCodec(
         "access.share_created": frozenset({1}),
         "access.share_revoked": frozenset({1}),
     },
-    fold_events=fold_access,
+    fold_events=fold_from(AccessState, evolve_access),
     evolve_event=evolve_access,
 )
 

@@ -23,6 +23,21 @@ StateT = TypeVar("StateT", bound=BaseModel)
 EventT = TypeVar("EventT", bound=BaseModel)
 
 
+def fold_from(
+    empty: Callable[[], StateT], evolve: Callable[[StateT | None, EventT], StateT]
+) -> Callable[[Iterable[EventT]], StateT]:
+    r"""A stream's fold for a project-state stream that starts ``empty()`` and
+    ``evolve``\ s one event at a time (the kernels bring folds of their own)."""
+
+    def fold(events: Iterable[EventT]) -> StateT:
+        state = empty()
+        for event in events:
+            state = evolve(state, event)
+        return state
+
+    return fold
+
+
 @dataclass(frozen=True)
 class StreamCodec(Generic[StateT, EventT]):
     kind: str

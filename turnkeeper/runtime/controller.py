@@ -34,6 +34,7 @@ from turnkeeper.kernel.session import (
 from turnkeeper.kernel.session.events import StatusAction
 from turnkeeper.runtime.controller_identity import controller_owner, owner_is_dead
 from turnkeeper.runtime.driver import DriverConfig, TurnDriver, TurnResult
+from turnkeeper.runtime.extension_settings import disabled_host_reason
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.host_receipts import failure_reason
 from turnkeeper.runtime.planning import goal_view
@@ -414,6 +415,14 @@ class Controller:
         damaged = artifact_damage(session)
         if damaged is not None:
             return self._halt(session, "mark_crashed", damaged)
+        kind = session.host_kind
+        disabled = disabled_host_reason(self.sessions.store, kind)
+        if disabled is not None:  # the project disabled its host kind: no turn starts
+            hint = f"turnkeeper extensions enable {kind}, then turnkeeper session resume {sid}"
+            self._say(sid, "extension_disabled", f"host kind {kind} is disabled here ({hint})")
+            why = f"extension_disabled: host kind {kind} ({disabled})"
+            stop, why = self.stops.halt(session, "suspend", why, stop="extension_disabled")
+            return _Next(stop=stop, reason=why)
         goal = self.goals.load(session.goal_id)
         plan = plan_next_turn(session, goal_view(goal, sid, now), now)
         if isinstance(plan, Stop):

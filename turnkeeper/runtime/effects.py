@@ -60,6 +60,7 @@ from turnkeeper.kernel.session import (
 )
 from turnkeeper.kernel.session.records import MAX_READBACK_BYTES
 from turnkeeper.runtime.crashpoints import crash_point
+from turnkeeper.runtime.extension_settings import ExtensionSettings, ExtensionsState
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.sessions import SessionService
 
@@ -136,7 +137,7 @@ class EffectRunner:
         plan = plan_effects(turn.receipt.result, turn.envelope.idempotency_key)
         if not plan:
             return summary
-        providers = _Providers(state, self._loader)
+        providers = _Providers(state, self._loader, ExtensionSettings(self._sessions.store).state())
         for item in plan:
             entry = turn.effect(item.effect_id)
             if entry is None:
@@ -160,6 +161,8 @@ class EffectRunner:
     ) -> str:
         provider = None
         refusal = (item.rejection, item.detail) if item.rejection else None
+        if refusal is None:
+            refusal = providers.disabled(item.provider)
         if refusal is None:
             found = providers.get(item.provider)
             if isinstance(found, tuple):
@@ -289,10 +292,11 @@ def _refused_request(provider: EffectProvider, item: PlannedEffect) -> tuple[str
 
 
 class _Providers:
-    """The session's enabled providers, loaded once per pass; a failure is a reason."""
+    """The session's authorised providers, loaded once per pass; a failure is a reason."""
 
-    def __init__(self, state: SessionState, loader: ProviderLoader):
+    def __init__(self, state: SessionState, loader: ProviderLoader, settings: ExtensionsState):
         self._loader = loader
+        self._settings = settings
         self._cache: dict[str, EffectProvider | tuple[str, str]] = {}
         self._config: EffectsConfig | None = None
         self._config_error: tuple[str, str] | None = None
@@ -300,6 +304,21 @@ class _Providers:
             self._config = effects_config(state.host_config)
         except TurnkeeperError as error:
             self._config_error = (error.reason, error.message)
+
+    def disabled(self, name: str) -> tuple[str, str] | None:
+        """The refusal of a new effect of a provider whose kind the project disabled.
+        (An effect started before is still read back, so none is left in doubt.)"""
+        spec = self._config.spec(name) if self._config is not None else None
+        if spec is None:
+            return None  # not authorised at all: refused as such by get()
+        why = self._settings.disabled_reason("effect", spec.kind)
+        if why is None:
+            return None
+        return (
+            "provider_disabled",
+            f"PERMISSION_DENIED: effect provider {spec.kind!r} is disabled in this project "
+            f"({why}); turnkeeper extensions enable {spec.kind}",
+        )
 
     def get(self, name: str) -> EffectProvider | tuple[str, str]:
         if name not in self._cache:

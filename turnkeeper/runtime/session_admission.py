@@ -16,6 +16,7 @@ from turnkeeper.errors import FailedPrecondition, InvalidArgument
 from turnkeeper.hosts import load_host
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.driver import HostLoader
+from turnkeeper.runtime.extension_settings import disabled_host_reason
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.private_dirs import host_private_dirs, keep_out_of_git
 from turnkeeper.runtime.request_ids import check_request_id
@@ -70,6 +71,14 @@ def create_session(
     # Loaded as the driver loads it: an unknown kind or a config the host rejects is
     # refused now, not at the first turn.
     loaded = host_loader(host, split_host_config(host_config))
+    disabled = disabled_host_reason(store, host)
+    if disabled is not None:
+        raise FailedPrecondition(
+            f"host kind {host!r} is disabled in this project ({disabled}): enable it "
+            f"first (turnkeeper extensions enable {host})",
+            reason="extension_disabled",
+            details={"extension": host, "group": "host"},
+        )
     GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
     if snapshots:  # a git workspace: the host's transcripts inside it stay out of git
         keep_out_of_git(workspace, host_private_dirs(loaded))

@@ -42,16 +42,18 @@ class SessionStops:
         self._say = say
         self._close_goal = close_goal_when_terminal
 
-    def halt(self, session: SessionState, action: StatusAction, reason: str) -> tuple[str, str]:
+    def halt(
+        self, session: SessionState, action: StatusAction, reason: str, *, stop: str = ""
+    ) -> tuple[str, str]:
         """Suspend or crash a session a policy stopped, and give its todos back; the
-        run's stop and reason for it."""
+        run's stop (``stop``, else the reason of a suspension) and reason for it."""
         sid = session.session_id
         self._sessions.execute(sid, SetStatus(lease=self._token(sid), action=action, reason=reason))
         released = release_session_claims(self._goals, session.goal_id, sid)
         freed = f"; released {', '.join(released)}" if released else ""
         status = "crashed" if action == "mark_crashed" else "suspended"
         self._say(sid, status, f"{status} ({reason}){freed}", reason=reason, released=released)
-        return (reason if action == "suspend" else "crashed"), reason
+        return (stop or (reason if action == "suspend" else "crashed")), reason
 
     def stopped(self, sid: str, plan: Stop) -> str:
         """The session's plan says stop: close its goal and itself when the goal passed

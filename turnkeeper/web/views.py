@@ -53,6 +53,7 @@ def sessions_view(store: EventStore, status: str | None) -> dict[str, Any]:
     counts = {name: sum(1 for s in answer.sessions if s.status == name) for name in STATUSES}
     return {
         "goals": answer.goals,
+        "extensions": answer.extensions,
         "sessions": sorted(sessions, key=lambda s: s.created_at, reverse=True),
         "counts": counts,
         "total": len(answer.sessions),
