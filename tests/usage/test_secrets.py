@@ -134,3 +134,35 @@ def test_the_agent_gets_the_users_key_but_not_the_control_planes_credentials(
     user_project.tk("handoff", goal, "-o", "packet.json")
     shown.append((user_project.root / "packet.json").read_text())
     assert not [text for text in shown if key in text]
+
+
+def test_doctor_names_a_secret_stored_before_secrets_were_refused(
+    user_project: UserProject,
+) -> None:
+    """A session an older turnkeeper created with a key in its ``env``: the event log
+    keeps it (it is never rewritten), and ``doctor`` says so, with the field and the
+    fix, never the value."""
+    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.store import open_store
+
+    key = openai_key()
+    goal = user_project.tk("goal", "add", "Page", "-c", "the page exists", "-q").stdout.strip()
+    config = {"command": ["./agent.sh"], "env": {"OPENAI_API_KEY": key}}
+    # What `session create` wrote before it refused secrets: the record as given.
+    store = open_store(f"sqlite:///{user_project.database}")
+    try:
+        old = SessionService(store).create(
+            goal, user_project.root, "subprocess", config, request_id="made-by-an-older-version"
+        )
+    finally:
+        store.close()
+
+    found = user_project.tk("doctor", "--json", expect=6)
+    report = json.loads(found.stdout)
+    (finding,) = [f for f in report["findings"] if f["status"] == "secret_in_config"]
+    assert finding["check"] == f"session {old.session_id[:8]} secrets"
+    assert "env.OPENAI_API_KEY" in finding["detail"] and "rotate" in finding["fix"]
+    assert old.session_id in finding["fix"]  # how to stop it, by its full id
+    assert key not in found.stdout + found.stderr
+    text = user_project.tk("doctor", expect=6)
+    assert "secret_in_config" in text.stdout and key not in text.stdout + text.stderr

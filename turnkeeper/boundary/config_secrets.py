@@ -49,6 +49,12 @@ def check_config_has_no_secrets(config: object, where: str = "host config") -> N
         )
 
 
+def secret_fields(config: object) -> list[tuple[str, str]]:
+    """(field path, what it holds) of every secret value in ``config``: what a
+    configuration stored before these refusals existed may still hold."""
+    return list(_secrets(config))
+
+
 def _secrets(config: object) -> Iterator[tuple[str, str]]:
     """(field path, what it holds) for every secret value, in document order."""
     # (field path, value, the name of the object holding it, its own name, depth)

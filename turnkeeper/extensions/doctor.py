@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from turnkeeper.boundary.config_secrets import secret_fields
 from turnkeeper.effects import effects_config, load_provider, split_host_config
 from turnkeeper.errors import NotFound, TurnkeeperError
 from turnkeeper.extensions.agent_clis import AGENT_CLIS, check_agent_cli
@@ -148,8 +149,28 @@ def _session_findings(state: SessionState, wanted: set[str]) -> list[Finding]:
     findings: list[Finding] = []
     if not wanted or kind in wanted:
         findings += _host_config(short, kind, config)
+        findings += _stored_secrets(state.session_id, kind, config)
     findings += _effects_config(short, config, wanted)
     return findings
+
+
+def _stored_secrets(sid: str, kind: str, config: dict[str, Any]) -> list[Finding]:
+    """A config stored before ``session create`` refused secrets may hold one: it is
+    in the event log as given (which is never rewritten). Name the field, never the
+    value, and say what to do."""
+    return [
+        Finding(
+            extension=kind,
+            check=f"session {sid[:8]} secrets",
+            status="secret_in_config",
+            detail=f"session {sid[:8]}: host config field {field} holds {why}, stored in "
+            "the event log before turnkeeper refused secrets in configurations",
+            fix="rotate that secret; create a new session that names it in pass_env "
+            "instead (docs/boundary.md), and stop this one "
+            f"(turnkeeper session stop {sid}); keep the database as private as the secret",
+        )
+        for field, why in secret_fields(config)
+    ]
 
 
 def _host_config(short: str, kind: str, config: dict[str, Any]) -> list[Finding]:

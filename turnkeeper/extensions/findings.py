@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Status = Literal["ok", "missing", "wrong_version", "no_key", "invalid_config", "load_failed"]
+Status = Literal[
+    "ok", "missing", "wrong_version", "no_key", "invalid_config", "load_failed", "secret_in_config"
+]
 Group = Literal["host", "effect"]  # a host kind, or an effect provider
 MAX_DETAIL_CHARS = 500
 
