@@ -41,7 +41,7 @@ from tests.agents.fakes import (
     Text,
 )
 from turnkeeper.hosts import TurnKind, TurnRequest
-from turnkeeper.hosts._agent_cli import cached_binary, install_cache_dir
+from turnkeeper.hosts.agent_cli import cached_binary, install_cache_dir
 from turnkeeper.hosts.claude import ClaudeHost, session_id_for
 from turnkeeper.hosts.claude import build_command as claude_command
 from turnkeeper.hosts.codex import CodexHost, codex_home, native_binary

@@ -27,7 +27,7 @@ import pytest
 
 from tests.agents.fakes import FakeAnthropicServer, FakeModelServer, FakeResponsesServer, Rule
 from turnkeeper.hosts import TurnKind, TurnRequest, process_tree
-from turnkeeper.hosts._agent_cli import cached_binary, install_cache_dir
+from turnkeeper.hosts.agent_cli import cached_binary, install_cache_dir
 
 REQUIRE_ENV = "TURNKEEPER_REQUIRE_AGENT_CLIS"
 CLI_NAMES = ("codex", "claude")

@@ -24,7 +24,7 @@ from turnkeeper.hosts import (
     available_host_kinds,
     load_host,
 )
-from turnkeeper.hosts._agent_cli import (
+from turnkeeper.hosts.agent_cli import (
     CLAUDE_CODE_VERSION,
     CODEX_VERSION,
     SessionFiles,
@@ -217,7 +217,7 @@ def test_damaged_session_files_are_named_in_a_typed_error(
     path = tmp_path / "s.jsonl"
     if content is not None:
         path.write_bytes(content)
-    from turnkeeper.hosts._agent_cli import SessionArtifactError
+    from turnkeeper.hosts.agent_cli import SessionArtifactError
 
     with pytest.raises(SessionArtifactError) as err:
         check_session_file(path, "resume")

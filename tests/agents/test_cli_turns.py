@@ -17,7 +17,7 @@ import pytest
 from tests.agents.conftest import CLI_NAMES, MakeKit, MakeRequest, marked
 from tests.agents.fakes import Malformed, Rule, Shell, Stall, Text
 from turnkeeper.hosts import HostErrorKind, HostStatus, load_host
-from turnkeeper.hosts._agent_cli import SessionArtifactError, check_session_file
+from turnkeeper.hosts.agent_cli import SessionArtifactError, check_session_file
 from turnkeeper.hosts.claude import session_artifact as claude_artifact
 from turnkeeper.hosts.codex import session_artifact as codex_artifact
 

@@ -29,7 +29,6 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from tests import pg
-from turnkeeper.api.app import create_app
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, CriterionSpec, TodoSpec
 from turnkeeper.project_api.sessions import InProcessHosts, run_sessions
 from turnkeeper.runtime.access import AccessService, ShareMode
@@ -37,6 +36,7 @@ from turnkeeper.runtime.controller import RunSummary
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.project import init_project
 from turnkeeper.runtime.session_admission import create_session
+from turnkeeper.server.app import create_app
 from turnkeeper.store import EventStore, open_store
 
 BACKENDS = ["sqlite", "postgresql"]

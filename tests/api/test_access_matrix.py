@@ -19,9 +19,9 @@ from fastapi.routing import APIRoute
 
 from tests.api.conftest import ADMIN, GOAL, ApiProject
 from turnkeeper.api.access import UndeclaredRouteError, access, app_routes
-from turnkeeper.api.app import ROUTERS, build_app
 from turnkeeper.kernel.proposals import AddMonitor, OpenGate
 from turnkeeper.runtime.goals import GoalService
+from turnkeeper.server.app import ROUTERS, build_app
 from turnkeeper.web import page_kind
 
 # (method, route) -> (path with {placeholders}, JSON body, scope kind, mode, admin status)

@@ -37,7 +37,7 @@ def test_the_checked_in_description_is_the_served_one(api_project: ApiProject) -
     served_text = json.dumps(answer.json(), indent=2, sort_keys=True) + "\n"
     assert CHECKED_IN.read_text() == served_text, (
         "docs/openapi.json is stale: regenerate it with "
-        "`.venv/bin/python -m turnkeeper.api.openapi > docs/openapi.json`"
+        "`.venv/bin/python -m turnkeeper.server.openapi > docs/openapi.json`"
     )
 
 

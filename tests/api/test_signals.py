@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.conftest import ApiProject
-from turnkeeper.api.app import create_app
 from turnkeeper.api.telemetry import TurnSpans
+from turnkeeper.server.app import create_app
 
 _SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\S+)$")
 

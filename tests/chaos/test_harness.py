@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import pytest
 
+from turnkeeper import crashpoints
 from turnkeeper.chaos import ChaosConfig, ChaosReport, run_chaos
 from turnkeeper.chaos.scenarios import control_plane_points
 from turnkeeper.chaos.workload import FAULT_ERROR_KINDS, Workload
-from turnkeeper.runtime import crashpoints
 
 RANDOM_KILLS = 20
 SEED = 20240601

@@ -10,7 +10,7 @@ import pytest
 from tests.hosts.conftest import MakeRequest
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.hosts import HostStatus
-from turnkeeper.hosts._agent_cli import AgentCliConfig
+from turnkeeper.hosts.agent_cli import AgentCliConfig
 from turnkeeper.hosts.subprocess_host import SubprocessHost, SubprocessHostConfig
 
 

@@ -1,4 +1,4 @@
-"""What of the environment ``run`` started in a host process gets (hosts/_launch.py):
+"""What of the environment ``run`` started in a host process gets (hosts/launch.py):
 the core, what its config names, all of it on request — never turnkeeper's own
 credentials — checked on the environment of a real process."""
 

@@ -21,13 +21,13 @@ from tests.kernel_session.helpers import (
 )
 from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition
 from turnkeeper.kernel.session import SetStatus
-from turnkeeper.kernel.session._operation_model import OperationKind
 from turnkeeper.kernel.session.commands import (
     AcceptTurn,
     BeginOperation,
     FinishOperation,
     RecordOperationStep,
 )
+from turnkeeper.kernel.session.operation_model import OperationKind
 from turnkeeper.kernel.session.operations import CRASH_NOTE_CODE
 from turnkeeper.kernel.session.records import SnapshotRef
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from tests.runner.conftest import Project
+from turnkeeper.crashpoints import ENV_VAR as CRASH_AT
 from turnkeeper.errors import Aborted, AlreadyExists, Unavailable
 from turnkeeper.hosts import HostSpawnFailed, HostStatus, process_tree
-from turnkeeper.runtime.crashpoints import ENV_VAR as CRASH_AT
 
 
 def test_a_retried_start_turn_starts_one_host(project: Project) -> None:

@@ -36,7 +36,7 @@ from tests.runtime.crash_support import (
     snapshot,
     standard_script,
 )
-from turnkeeper.runtime.crashpoints import TURN_POINTS
+from turnkeeper.crashpoints import TURN_POINTS
 
 # Where the crash lands: the n-th hit of the point in the crashing process is the
 # first turn on t2 (turn 1 on t1 hit every point once; host.events twice).

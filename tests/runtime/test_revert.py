@@ -30,6 +30,7 @@ from tests.runtime.crash_support import (
     make_project,
     standard_script,
 )
+from turnkeeper.crashpoints import REVERT_POINTS
 from turnkeeper.errors import (
     EXIT_CODES,
     Aborted,
@@ -42,7 +43,6 @@ from turnkeeper.errors import (
 from turnkeeper.kernel.session import SetStatus
 from turnkeeper.kernel.session.commands import BeginOperation
 from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.crashpoints import REVERT_POINTS
 from turnkeeper.runtime.operations import Operations, payload_digest
 from turnkeeper.runtime.sessions import session_stream
 from turnkeeper.runtime.snapshots import REF_PREFIX, session_refs, workspace_tree

@@ -29,11 +29,11 @@ from tests.runtime.test_revert import (
     resumable_script,
     snapshot_of,
 )
+from turnkeeper.crashpoints import REVERT_POINTS
 from turnkeeper.errors import Aborted, FailedPrecondition
 from turnkeeper.kernel.session import SetStatus
 from turnkeeper.runtime import workspace_head
 from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.crashpoints import REVERT_POINTS
 from turnkeeper.runtime.operations import Operations
 from turnkeeper.runtime.snapshots import workspace_tree
 from turnkeeper.runtime.workspace_head import (

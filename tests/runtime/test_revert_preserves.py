@@ -23,7 +23,7 @@ from tests.runtime.test_revert import (
     project,
     snapshot_of,
 )
-from turnkeeper.runtime.crashpoints import REVERT_POINTS
+from turnkeeper.crashpoints import REVERT_POINTS
 
 __all__ = ["project"]  # the fixture, shared with test_revert.py
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from turnkeeper.hosts._procfs import read_stat
+from turnkeeper.hosts.procfs import read_stat
 from turnkeeper.runtime.settlement import settle_session
 
 

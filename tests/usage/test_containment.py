@@ -22,7 +22,7 @@ import pytest
 
 from tests.usage.project import UserProject, wait_for
 from turnkeeper.hosts import cgroups
-from turnkeeper.hosts._procfs import process_table, read_cmdline, read_stat
+from turnkeeper.hosts.procfs import process_table, read_cmdline, read_stat
 
 AGENT = """#!/bin/sh
 # Starts helpers that outlive it, as many tools do, and exits at once.

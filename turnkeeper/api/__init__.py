@@ -1,7 +1,8 @@
-"""The HTTP API (``turnkeeper serve``): the CLI's operations over HTTP, under access
-control (see docs/api.md).
+"""The HTTP API's routes (``turnkeeper serve``): the CLI's operations over HTTP, under
+access control (see docs/api.md).
 
-``turnkeeper.api.app.create_app`` builds the application. This package's own
-``__init__`` imports nothing, so the ``share`` commands and ``verify`` (which reads
-the access stream through :mod:`turnkeeper.runtime.access`) never import FastAPI.
+:mod:`turnkeeper.server` assembles them with the web view into the application. This
+package's own ``__init__`` imports nothing, so the ``share`` commands and ``verify``
+(which reads the access stream through :mod:`turnkeeper.runtime.access`) never
+import FastAPI.
 """

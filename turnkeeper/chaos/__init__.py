@@ -3,7 +3,7 @@
 ``turnkeeper chaos`` (see :mod:`turnkeeper.cli.chaos`) and the tests drive
 :func:`run_chaos`. Three modes:
 
-* **enumerated** — every named crash point (:mod:`turnkeeper.runtime.crashpoints`)
+* **enumerated** — every named crash point (:mod:`turnkeeper.crashpoints`)
   hit in turn: ``turnkeeper run`` SIGKILLs itself there, is restarted, and the
   scenario checked;
 * **random** — SIGKILLs by the harness, by pid, after random delays: during

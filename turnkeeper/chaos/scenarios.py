@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from turnkeeper import crashpoints
 from turnkeeper.chaos.checks import INV3, Checker, CheckResult, Facts, Violation
 from turnkeeper.chaos.procs import end_marked_processes
 from turnkeeper.chaos.project import ChaosProject, KillPlan, RunRecord
@@ -24,7 +25,6 @@ from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.workload import FAULT_ERROR_KINDS, GOAL_ID, Workload
 from turnkeeper.kernel.session import EffectIntended, ReceiptRecorded, TurnAccepted
 from turnkeeper.kernel.session.records import ReceiptFailure
-from turnkeeper.runtime import crashpoints
 from turnkeeper.runtime.effects import effect_gate_id
 from turnkeeper.runtime.goals import GoalService
 

@@ -130,13 +130,13 @@ def audit(goal_id: str, as_json: bool = JsonOption) -> None:
 
     Example: turnkeeper audit parser
     """
-    from turnkeeper.cli.render import audit_counters, render_audit
+    from turnkeeper.cli.render import render_audit
 
     with goal_service() as goals:
         goal_id = goals.resolve("goal", goal_id)  # a unique prefix will do
         result = goals.audit(goal_id)
     if as_json:
-        print_json({"goal_id": goal_id, "counters": audit_counters(result), "audit": result})
+        print_json({"goal_id": goal_id, "counters": result.counters(), "audit": result})
     else:
         render_audit(result)
 

@@ -128,17 +128,11 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
             )
 
 
-def audit_counters(audit: TerminalAudit) -> dict[str, int]:
-    """The audit's counters by name, in declaration order."""
-    data = audit.model_dump(exclude={"blockers", "terminal"})
-    return {name: int(value) for name, value in data.items()}
-
-
 def render_audit(audit: TerminalAudit) -> None:
     verdict = "[bold green]terminal[/]" if audit.terminal else "[bold yellow]not terminal[/]"
     console.print(f"[bold]Terminal audit[/]: {verdict}")
     table = Table("counter", "value", show_header=False, box=None, padding=(0, 2))
-    for name, value in audit_counters(audit).items():
+    for name, value in audit.counters().items():
         table.add_row(name, f"[red]{value}[/]" if value else "0")
     console.print(table)
     for blocker in audit.blockers:

@@ -69,9 +69,9 @@ def serve(
     import uvicorn
 
     from turnkeeper.api import logs, telemetry
-    from turnkeeper.api.app import create_app
     from turnkeeper.runtime.access import AccessService
     from turnkeeper.runtime.project import find_project
+    from turnkeeper.server.app import create_app
     from turnkeeper.store import open_store
     from turnkeeper.store.sql import display_url
 

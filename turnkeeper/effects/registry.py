@@ -24,7 +24,7 @@ ENTRY_POINT_GROUP = "turnkeeper.effects"
 
 # Used only when the distribution's entry points are not installed (a source
 # checkout run without ``pip install -e .``); an installed entry point always wins.
-_BUILTINS = {
+BUILTINS = {
     "http": "turnkeeper.effects.http_provider:HttpProvider",
     "command": "turnkeeper.effects.command_provider:CommandProvider",
 }
@@ -34,7 +34,7 @@ ProviderLoader = Callable[[str, dict[str, Any]], EffectProvider]
 
 def _factories() -> dict[str, Callable[[], Any]]:
     found: dict[str, Callable[[], Any]] = {
-        name: functools.partial(_load_path, target) for name, target in _BUILTINS.items()
+        name: functools.partial(_load_path, target) for name, target in BUILTINS.items()
     }
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found[ep.name] = ep.load

@@ -24,7 +24,7 @@ from typing import Any
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.extensions.catalog import one_line
 from turnkeeper.extensions.findings import Finding
-from turnkeeper.hosts._agent_cli import (
+from turnkeeper.hosts.agent_cli import (
     CLAUDE_CODE_VERSION,
     CODEX_VERSION,
     AgentCliConfig,

@@ -20,8 +20,8 @@ from turnkeeper.hosts import registry as hosts_registry
 
 # (group, entry-point group, the registry's fallbacks for a checkout without metadata)
 _GROUPS: tuple[tuple[Group, str, dict[str, str]], ...] = (
-    ("host", hosts_registry.ENTRY_POINT_GROUP, hosts_registry._BUILTINS),
-    ("effect", effects_registry.ENTRY_POINT_GROUP, effects_registry._BUILTINS),
+    ("host", hosts_registry.ENTRY_POINT_GROUP, hosts_registry.BUILTINS),
+    ("effect", effects_registry.ENTRY_POINT_GROUP, effects_registry.BUILTINS),
 )
 _MAX_ERROR_CHARS = 300
 

@@ -55,8 +55,8 @@ def declared_extensions() -> list[Declared]:
 
 def _builtins() -> list[Declared]:
     from turnkeeper import __version__
-    from turnkeeper.effects.registry import _BUILTINS as EFFECTS
-    from turnkeeper.hosts.registry import _BUILTINS as HOSTS
+    from turnkeeper.effects.registry import BUILTINS as EFFECTS
+    from turnkeeper.hosts.registry import BUILTINS as HOSTS
 
     listed: list[tuple[Group, dict[str, str]]] = [("host", HOSTS), ("effect", EFFECTS)]
     return [

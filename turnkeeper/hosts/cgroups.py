@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
 
-from turnkeeper.hosts._procfs import (
+from turnkeeper.hosts.procfs import (
     PROC,
     ProcStat,
     read_cmdline,

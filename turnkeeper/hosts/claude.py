@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from turnkeeper.hosts._agent_cli import (
+from turnkeeper.hosts.agent_cli import (
     AgentCliConfig,
     CliAdapter,
     Event,

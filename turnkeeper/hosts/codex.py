@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue
 
-from turnkeeper.hosts._agent_cli import (
+from turnkeeper.hosts.agent_cli import (
     AgentCliConfig,
     CliAdapter,
     Event,

@@ -36,7 +36,8 @@ import time
 
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.hosts import cgroups, containment, subreaper
-from turnkeeper.hosts._procfs import (
+from turnkeeper.hosts.base import KilledProcess, KillReport, ProcessIdentity
+from turnkeeper.hosts.procfs import (
     PROC,
     ProcStat,
     boot_id,
@@ -49,7 +50,6 @@ from turnkeeper.hosts._procfs import (
     require_proc,
     signal_exact,
 )
-from turnkeeper.hosts.base import KilledProcess, KillReport, ProcessIdentity
 from turnkeeper.hosts.subreaper import (
     OrphanReaper,
     become_subreaper,

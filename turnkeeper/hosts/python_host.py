@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeeper.hosts._launch import PassedName
 from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.hosts.launch import PassedName
 from turnkeeper.hosts.subprocess_host import (
     SubprocessHostConfig,
     SubprocessRun,
@@ -49,7 +49,7 @@ class PythonHostConfig(BaseModel):
     python: str = Field(default_factory=lambda: sys.executable)
     pythonpath: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    # As a plain command's: the core of run's environment plus these (hosts/_launch.py).
+    # As a plain command's: the core of run's environment plus these (hosts/launch.py).
     pass_env: list[PassedName] = Field(default_factory=list, max_length=256)
     kill_stragglers: bool = True
 

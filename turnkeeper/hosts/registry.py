@@ -24,7 +24,7 @@ ENTRY_POINT_GROUP = "turnkeeper.hosts"
 
 # Used only when the distribution's entry points are not installed (a source
 # checkout run without ``pip install -e .``); an installed entry point always wins.
-_BUILTINS = {
+BUILTINS = {
     "subprocess": "turnkeeper.hosts.subprocess_host:SubprocessHost",
     "python": "turnkeeper.hosts.python_host:PythonHost",
     "scripted": "turnkeeper.hosts.scripted:ScriptedHost",
@@ -39,7 +39,7 @@ def _factories() -> dict[str, Callable[[], Any]]:
     process: reading package metadata costs ~1.6 ms, far more than the rest of a turn's
     host set-up, and what is installed does not change under a running process."""
     found: dict[str, Callable[[], Any]] = {
-        name: functools.partial(_load_path, target) for name, target in _BUILTINS.items()
+        name: functools.partial(_load_path, target) for name, target in BUILTINS.items()
     }
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found[ep.name] = ep.load

@@ -28,7 +28,7 @@ only if ``done_marker`` was printed; ``never``), see :mod:`turnkeeper.hosts.comp
 
 A host built on :func:`spawn` may pass a :class:`RunAdapter` that translates each
 parsed ``jsonl`` line into turnkeeper events and refines the final outcome (the Codex
-CLI and Claude Code hosts do: see :mod:`turnkeeper.hosts._agent_cli`).
+CLI and Claude Code hosts do: see :mod:`turnkeeper.hosts.agent_cli`).
 
 The process gets ``TURNKEEPER_TURN_ID`` / ``_SESSION_ID`` / ``_ATTEMPT`` / ``_TODO_ID``
 on top of the inherited environment and runs in a session of its own, so it can be ended as a
@@ -60,13 +60,6 @@ from turnkeeper.hosts._events import (
     dig,
     parse_jsonl_line,
 )
-from turnkeeper.hosts._launch import (
-    PassedName,
-    process_env,
-    substitute,
-    unrunnable,
-    with_parent_death,
-)
 from turnkeeper.hosts._pipes import serve
 from turnkeeper.hosts.base import (
     HostErrorKind,
@@ -84,6 +77,13 @@ from turnkeeper.hosts.completion import (
     CompletionRule,
     DoneMarker,
     completes_todo,
+)
+from turnkeeper.hosts.launch import (
+    PassedName,
+    process_env,
+    substitute,
+    unrunnable,
+    with_parent_death,
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
 
@@ -109,7 +109,7 @@ class SubprocessHostConfig(BaseModel):
     # In jsonl mode a malformed line fails the turn (error kind protocol) unless tolerated.
     tolerate_malformed: bool = False
     env: dict[str, str] = Field(default_factory=dict)
-    # Of the environment ``run`` started in: the core (hosts/_launch.py CORE_ENV), plus
+    # Of the environment ``run`` started in: the core (hosts/launch.py CORE_ENV), plus
     # these names or ``PREFIX*``es; ``inherit_env``: all of it. Never turnkeeper's own
     # credentials.
     pass_env: list[PassedName] = Field(default_factory=list, max_length=256)
@@ -180,7 +180,7 @@ class SubprocessHost:
 
 
 def turn_env(request: TurnRequest, cfg: SubprocessHostConfig) -> dict[str, str]:
-    """The environment the turn's command runs in (see hosts/_launch.py)."""
+    """The environment the turn's command runs in (see hosts/launch.py)."""
     return process_env(request, cfg.env, cfg.inherit_env, cfg.pass_env)
 
 

@@ -32,8 +32,8 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from turnkeeper.hosts._procfs import ProcStat, child_pids, read_marker, read_stat
 from turnkeeper.hosts.cgroups import in_our_turn_cgroup
+from turnkeeper.hosts.procfs import ProcStat, child_pids, read_marker, read_stat
 
 log = logging.getLogger(__name__)
 

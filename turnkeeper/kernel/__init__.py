@@ -7,6 +7,7 @@ random numbers, so every function can be replayed from the event log.
 """
 
 from turnkeeper.kernel import events, model, proposals
+from turnkeeper.kernel._todo_rules import dependency_met
 from turnkeeper.kernel.audit import Blocker, BlockerKind, TerminalAudit, audit
 from turnkeeper.kernel.decide import decide, decide_and_evolve
 from turnkeeper.kernel.events import (
@@ -35,6 +36,7 @@ __all__ = [
     "audit",
     "decide",
     "decide_and_evolve",
+    "dependency_met",
     "detect_triggers",
     "events",
     "evolve",

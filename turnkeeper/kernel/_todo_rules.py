@@ -48,8 +48,11 @@ from turnkeeper.kernel.proposals import (
 
 
 def dependency_met(state: GoalState, todo_id: str) -> bool:
-    """A dependency is met when done, or superseded by successors that are all met."""
-    todo = state.todos[todo_id]
+    """A dependency is met when done, or superseded by successors that are all met (a
+    todo the goal does not hold is not met)."""
+    todo = state.todos.get(todo_id)
+    if todo is None:
+        return False
     if todo.status is TodoStatus.DONE:
         return True
     if todo.status is TodoStatus.SUPERSEDED and todo.successors:

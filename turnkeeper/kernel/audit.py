@@ -54,6 +54,12 @@ class TerminalAudit(KernelModel):
     blockers: list[Blocker]
     terminal: bool
 
+    def counters(self) -> dict[str, int]:
+        """The counters by name, in declaration order (what ``audit --json`` and the
+        goal page show beside the blockers)."""
+        data = self.model_dump(exclude={"blockers", "terminal"})
+        return {name: int(value) for name, value in data.items()}
+
 
 def audit(state: GoalState, now: datetime) -> TerminalAudit:
     """Count everything that stops ``state``'s goal from closing at ``now``."""

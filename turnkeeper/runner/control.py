@@ -12,7 +12,7 @@ from typing import Any
 
 from turnkeeper.errors import FailedPrecondition, Unavailable
 from turnkeeper.hosts import process_tree
-from turnkeeper.hosts._procfs import signal_exact
+from turnkeeper.hosts.procfs import signal_exact
 from turnkeeper.runner.client import RunnerClient
 from turnkeeper.runner.paths import RunnerPaths
 from turnkeeper.runner.protocol import RunnerIdentity

@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import (
     Aborted,
     AlreadyExists,
@@ -43,7 +44,7 @@ from turnkeeper.errors import (
     TurnkeeperError,
     Unavailable,
 )
-from turnkeeper.hosts import _launch, process_tree
+from turnkeeper.hosts import launch, process_tree
 from turnkeeper.runner.journal import CommandRow, Journal
 from turnkeeper.runner.paths import RunnerPaths, socket_address
 from turnkeeper.runner.protocol import (
@@ -66,7 +67,6 @@ from turnkeeper.runner.protocol import (
     parse_frame,
 )
 from turnkeeper.runner.turns import LiveTurn, RunnerSettings, Turns
-from turnkeeper.runtime.crashpoints import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class Runner:
         if lost:
             log.warning("ended %d turn(s) a previous runner left running", len(lost))
         process_tree.become_subreaper()
-        if not _launch.die_with_parent():
+        if not launch.die_with_parent():
             log.warning("setpriv not found: hosts will not die with the runner by themselves")
         self.identity = process_tree.identify(os.getpid(), "runner")
         listener = self._listen()

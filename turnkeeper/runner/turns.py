@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import AlreadyExists, FailedPrecondition, TurnkeeperError, Unavailable
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts.base import (
@@ -38,7 +39,6 @@ from turnkeeper.hosts.base import (
 from turnkeeper.hosts.registry import load_host
 from turnkeeper.runner.journal import Journal
 from turnkeeper.runner.protocol import Ack, Close, Kill, StartTurn, TurnEnd, command_digest
-from turnkeeper.runtime.crashpoints import crash_point
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

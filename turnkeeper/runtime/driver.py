@@ -25,6 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from turnkeeper.crashpoints import crash_point
 from turnkeeper.effects import ProviderLoader, load_provider, split_host_config
 from turnkeeper.errors import TurnkeeperError, Unavailable
 from turnkeeper.hosts import (
@@ -69,7 +70,6 @@ from turnkeeper.kernel.session.records import (
 from turnkeeper.runtime import event_pump
 from turnkeeper.runtime.agent_result import AgentResult, MalformedResult, parse_result
 from turnkeeper.runtime.commits import TurnCommits
-from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.effects import EffectRunner, EffectsSummary
 from turnkeeper.runtime.event_pump import TIMED_OUT, EventBatcher, EventFeed
 from turnkeeper.runtime.goals import GoalService

@@ -37,6 +37,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from turnkeeper.crashpoints import crash_point
 from turnkeeper.effects import (
     EffectProvider,
     EffectsConfig,
@@ -59,7 +60,6 @@ from turnkeeper.kernel.session import (
     plan_effects,
 )
 from turnkeeper.kernel.session.records import MAX_READBACK_BYTES
-from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.extension_settings import ExtensionSettings, ExtensionsState
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.sessions import SessionService

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from turnkeeper.errors import NotFound
-from turnkeeper.kernel.session._operation_model import (
+from turnkeeper.kernel.session.events import SessionCreated
+from turnkeeper.kernel.session.operation_model import (
     OperationFinished,
     OperationJoined,
     OperationStarted,
     OperationStepRecorded,
     RecordedOperationKind,
 )
-from turnkeeper.kernel.session.events import SessionCreated
 from turnkeeper.runtime.request_ids import OPERATION_KIND, check_request_id
 from turnkeeper.runtime.sessions import SESSION_CODEC
 from turnkeeper.store.base import EventStore

@@ -33,17 +33,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import AlreadyExists, FailedPrecondition
 from turnkeeper.kernel.session import SessionState
-from turnkeeper.kernel.session._operation_model import OperationKind, PendingOperation
 from turnkeeper.kernel.session.commands import (
     BeginOperation,
     FinishOperation,
     LeaseToken,
     RecordOperationStep,
 )
+from turnkeeper.kernel.session.operation_model import OperationKind, PendingOperation
 from turnkeeper.runtime.controller import Controller, owner_is_dead
-from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.operation_log import OperationRecord, read_operation
 from turnkeeper.runtime.request_ids import OPERATION_KIND, check_request_id
 from turnkeeper.runtime.sessions import SessionService

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from turnkeeper.kernel import GoalState, audit
+from turnkeeper.kernel import GoalState, audit, dependency_met
 from turnkeeper.kernel.limits import fit_title
 from turnkeeper.kernel.model import GateStatus, TodoStatus
 from turnkeeper.kernel.session import GoalView, RunnableTodo
 from turnkeeper.runtime.writeback import claim_owner
-
-
-def _dependency_met(state: GoalState, todo_id: str, seen: frozenset[str] = frozenset()) -> bool:
-    todo = state.todos.get(todo_id)
-    if todo is None or todo_id in seen:
-        return False
-    if todo.status is TodoStatus.DONE:
-        return True
-    if todo.status is TodoStatus.SUPERSEDED and todo.successors:
-        return all(_dependency_met(state, s, seen | {todo_id}) for s in todo.successors)
-    return False
 
 
 def _gated(state: GoalState, todo_id: str) -> bool:
@@ -42,7 +31,7 @@ def goal_view(state: GoalState, session_id: str, now: datetime) -> GoalView:
         )
         if (
             claimable
-            and all(_dependency_met(state, dep) for dep in todo.depends_on)
+            and all(dependency_met(state, dep) for dep in todo.depends_on)
             and not _gated(state, todo.id)
         ):
             # Clipped, not refused: a title recorded before titles were bounded may be

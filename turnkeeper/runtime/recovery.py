@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import FailedPrecondition
 from turnkeeper.hosts import ProcessIdentity as HostProcess
 from turnkeeper.hosts import process_tree
@@ -50,7 +51,6 @@ from turnkeeper.kernel.session.report import (
     RecoveryReport,
     ReplayedFacts,
 )
-from turnkeeper.runtime.crashpoints import crash_point
 from turnkeeper.runtime.driver import TurnDriver
 from turnkeeper.runtime.goals import GoalService
 from turnkeeper.runtime.runner_link import Reattached, RunnerLink

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from turnkeeper.kernel._todo_rules import dependency_met
+from turnkeeper.kernel import dependency_met
 from turnkeeper.kernel.model import Evidence, GoalState, Todo
 
 

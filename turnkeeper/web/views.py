@@ -16,10 +16,9 @@ from typing import Any, Final
 from turnkeeper.api import routes_goals, routes_sessions, routes_status
 from turnkeeper.api.access import Access, share_refusal
 from turnkeeper.api.access import Mode as AccessMode
-from turnkeeper.cli.render import audit_counters
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.kernel.session import events as ev
-from turnkeeper.kernel.session._operation_model import OperationFinished, OperationStarted
+from turnkeeper.kernel.session.operation_model import OperationFinished, OperationStarted
 from turnkeeper.kernel.session.report import RecoveryReport
 from turnkeeper.runtime.access import Principal
 from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService, session_stream
@@ -186,7 +185,7 @@ def goal_view(store: EventStore, goal_ref: str) -> dict[str, Any]:
     return {
         "state": state,
         "audit": audit,
-        "counters": audit_counters(audit),
+        "counters": audit.counters(),
         "blocked": blocked,
         "sessions": sessions,
     }

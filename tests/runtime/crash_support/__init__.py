@@ -3,7 +3,7 @@
 The suite drives the REAL control plane: ``turnkeeper run --json`` as a subprocess,
 with ``TURNKEEPER_DIR`` pointing at a throwaway project and, for the run that is
 meant to die, ``TURNKEEPER_CRASH_AT=<point>[@<n>]`` in its environment (the process
-SIGKILLs itself there, see :mod:`turnkeeper.runtime.crashpoints`). The agent is the
+SIGKILLs itself there, see :mod:`turnkeeper.crashpoints`). The agent is the
 ``scripted`` host, a real subprocess that appends one line per run to
 ``<host state>/runs.jsonl``: that file is the oracle for "how often did the host run".
 

@@ -8,10 +8,10 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
-from turnkeeper.kernel.session._operation_model import OperationKind, OperationStep
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import TurnEnvelope
 from turnkeeper.kernel.session.events import MAX_HOST_EVENTS_PER_BATCH, StatusAction
+from turnkeeper.kernel.session.operation_model import OperationKind, OperationStep
 from turnkeeper.kernel.session.records import (
     EffectReadback,
     EffectRef,

@@ -8,14 +8,14 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field, TypeAdapter
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
-from turnkeeper.kernel.session._operation_model import (
+from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
+from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope
+from turnkeeper.kernel.session.operation_model import (
     OperationFinished,
     OperationJoined,
     OperationStarted,
     OperationStepRecorded,
 )
-from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
-from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope
 from turnkeeper.kernel.session.records import (
     EffectReadback,
     EffectRef,

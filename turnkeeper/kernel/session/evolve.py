@@ -13,13 +13,13 @@ from typing import Any
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session._effect_rules import fold_effect
-from turnkeeper.kernel.session._operation_model import (
+from turnkeeper.kernel.session.events import SessionEvent
+from turnkeeper.kernel.session.operation_model import (
     OperationFinished,
     OperationJoined,
     OperationStarted,
     OperationStepRecorded,
 )
-from turnkeeper.kernel.session.events import SessionEvent
 from turnkeeper.kernel.session.operations import evolve_operation
 from turnkeeper.kernel.session.state import (
     CompletedTurn,

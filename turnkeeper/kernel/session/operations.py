@@ -26,14 +26,14 @@ from typing import Any
 from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition
 from turnkeeper.kernel.session import commands as cmd
 from turnkeeper.kernel.session import events as ev
-from turnkeeper.kernel.session._operation_model import (
+from turnkeeper.kernel.session.events import SessionEvent
+from turnkeeper.kernel.session.operation_model import (
     OperationFinished,
     OperationJoined,
     OperationStarted,
     OperationStepRecorded,
     PendingOperation,
 )
-from turnkeeper.kernel.session.events import SessionEvent
 from turnkeeper.kernel.session.state import (
     Diagnostic,
     PendingRecovery,

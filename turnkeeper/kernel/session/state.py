@@ -13,9 +13,9 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
-from turnkeeper.kernel.session._operation_model import PendingOperation
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope, TurnKind
+from turnkeeper.kernel.session.operation_model import PendingOperation
 from turnkeeper.kernel.session.records import (
     EffectRef,
     HostErrorKind,
@@ -168,5 +168,5 @@ class SessionState(KernelModel):
     latest_recovery_report: RecoveryReport | None = None
     last_diagnostic: Diagnostic | None = None
     counters: SessionCounters = SessionCounters()
-    # The durable delete / revert this session owes (at most one; see _operation_model).
+    # The durable delete / revert this session owes (at most one; see operation_model).
     operation: PendingOperation | None = None

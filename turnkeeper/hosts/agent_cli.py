@@ -55,7 +55,6 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.errors import FailedPrecondition
-from turnkeeper.hosts._launch import PassedName
 from turnkeeper.hosts.base import (
     HostErrorKind,
     HostOutcome,
@@ -70,6 +69,7 @@ from turnkeeper.hosts.completion import (
     DoneMarker,
     completes_todo,
 )
+from turnkeeper.hosts.launch import PassedName
 from turnkeeper.hosts.subprocess_host import (
     SubprocessHostConfig,
     SubprocessRun,
@@ -126,7 +126,7 @@ class AgentCliConfig(BaseModel):
     binary: str | None = None
     # None: whatever the user's own CLI configuration selects.
     model: str | None = None
-    # Added to the environment (no secrets: hosts/_launch.py, boundary/config_secrets.py).
+    # Added to the environment (no secrets: hosts/launch.py, boundary/config_secrets.py).
     env: dict[str, str] = Field(default_factory=dict)
     # More of the environment ``run`` started in than the core and the CLI's own
     # variables (``CLI_ENV``): names, or prefixes ending in ``*``.

@@ -1,6 +1,6 @@
 """Print the API's OpenAPI description (docs/openapi.json is this output, checked in):
 
-python -m turnkeeper.api.openapi > docs/openapi.json
+python -m turnkeeper.server.openapi > docs/openapi.json
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 def description() -> dict[str, Any]:
     """The description the app serves at ``/v1/openapi.json`` (it needs no data: the
     app is built on an empty scratch store)."""
-    from turnkeeper.api.app import create_app
+    from turnkeeper.server.app import create_app
     from turnkeeper.store import open_store
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -1,0 +1,139 @@
+"""The layer contract, executable: which turnkeeper package may import which.
+
+Every top-level package (and top-level module) of turnkeeper is declared here with
+the packages it may import; the declared graph has no cycle, so the layers read from
+the bottom (``errors``) up (``cli``). Every import in every module counts — at the
+top, inside functions, under ``TYPE_CHECKING`` — and no module imports a private
+(``_``-named) module or name of another package. A new package fails here until it
+is declared, and a wrong import fails naming the file, the line and the rule.
+"""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+import turnkeeper
+
+ROOT = Path(turnkeeper.__file__).parent
+
+# package -> the turnkeeper packages it may import (besides itself).
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    name: frozenset(allowed)
+    for name, allowed in {
+        "errors": (),
+        "crashpoints": (),  # the fault-injection switch: a leaf every layer may hit
+        "kernel": ("errors",),  # pure: see tests/kernel/test_purity.py
+        "store": ("errors",),
+        "boundary": ("errors",),
+        "hosts": ("errors",),
+        "effects": ("errors",),
+        "extensions": ("errors", "boundary", "effects", "hosts", "kernel"),
+        "runner": ("errors", "crashpoints", "hosts"),
+        "runtime": (
+            *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
+            *("extensions", "runner"),
+        ),
+        "handoff": ("errors", "boundary", "kernel", "runtime", "store"),
+        "project_api": ("errors", "hosts", "kernel", "runtime", "store"),
+        "api": ("errors", "kernel", "project_api", "runtime", "store"),
+        "web": ("errors", "kernel", "api", "runtime", "store"),
+        "server": ("errors", "api", "web", "store"),
+        "chaos": (
+            *("errors", "crashpoints", "effects", "hosts", "kernel", "runner", "runtime"),
+            "store",
+        ),
+        "cli": (
+            *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
+            *("extensions", "runner", "runtime", "handoff", "project_api", "api", "server"),
+            "chaos",
+        ),
+        "__init__": ("project_api",),  # ``from turnkeeper import Project``
+    }.items()
+}
+
+
+def package_of(path: Path) -> str:
+    rel = path.relative_to(ROOT)
+    return rel.parts[0].removesuffix(".py")
+
+
+def imports_of(source: str) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names imported from it) of every absolute import in ``source``."""
+    found: list[tuple[int, str, list[str]]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module, [a.name for a in node.names]))
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def violations(package: str, where: str, source: str) -> list[str]:
+    """What in ``source`` (a module of ``package``) breaks the contract."""
+    allowed = MAY_IMPORT[package]
+    broken: list[str] = []
+    for line, module, names in imports_of(source):
+        parts = module.split(".")
+        if parts[0] != "turnkeeper":
+            continue
+        # ``from turnkeeper import X``: each X is a package (or ``__version__``).
+        one_level = len(parts) == 1
+        targets = [(n, [n]) for n in names] if one_level else [(parts[1], parts[2:] + names)]
+        for target, rest in targets:
+            if target in (package, "__version__"):
+                continue
+            if target not in allowed:
+                broken.append(f"{where}:{line}: {package} may not import turnkeeper.{target}")
+            elif any(_private(p) for p in rest):
+                broken.append(
+                    f"{where}:{line}: {module} {names}: a private name of another package"
+                )
+    return broken
+
+
+def test_every_package_is_declared() -> None:
+    found = {package_of(p) for p in ROOT.rglob("*.py")}
+    assert found - set(MAY_IMPORT) == set(), "declare the new package in MAY_IMPORT"
+
+
+def test_the_layers_have_no_cycle() -> None:
+    try:
+        order = list(TopologicalSorter(MAY_IMPORT).static_order())
+    except CycleError as cycle:  # pragma: no cover - the message is the point
+        pytest.fail(f"the declared layers have a cycle: {cycle.args[1]}")
+    assert order.index("errors") < order.index("kernel") < order.index("runtime")
+    assert order.index("runtime") < order.index("api") < order.index("web") < order.index("cli")
+
+
+def test_every_module_keeps_to_its_layer() -> None:
+    broken: list[str] = []
+    modules = sorted(ROOT.rglob("*.py"))
+    assert len(modules) > 200
+    for path in modules:
+        where = str(path.relative_to(ROOT.parent))
+        broken += violations(package_of(path), where, path.read_text())
+    assert broken == []
+
+
+@pytest.mark.parametrize(
+    ("package", "source", "rule"),
+    [
+        ("kernel", "from turnkeeper.store import open_store\n", "may not import turnkeeper.store"),
+        ("store", "def f():\n    from turnkeeper.runtime import goals\n", "may not import"),
+        ("hosts", "import turnkeeper.cli.main\n", "may not import turnkeeper.cli"),
+        ("api", "from turnkeeper import web\n", "may not import turnkeeper.web"),
+        ("runner", "from turnkeeper.hosts._secret import x\n", "private name"),
+        ("runtime", "from turnkeeper.kernel.session import _helper\n", "private name"),
+    ],
+)
+def test_a_wrong_import_is_caught(package: str, source: str, rule: str) -> None:
+    (found,) = violations(package, f"turnkeeper/{package}/planted.py", source)
+    assert rule in found and "planted.py:" in found
