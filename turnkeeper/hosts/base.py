@@ -231,6 +231,27 @@ class Host(Protocol):
         ...
 
 
+@runtime_checkable
+class KeepsSessionArtifact(Protocol):
+    """A host whose agent keeps its session in a file (a transcript, a rollout): each
+    turn's snapshot copies that file and a revert puts it back, so a resumed agent
+    remembers exactly what the snapshot's workspace holds. A host without one (a
+    plain command) does not implement this."""
+
+    def session_artifact(self, handle: str, workspace: Path) -> Path | None:
+        """Where the session ``handle`` of a host working in ``workspace`` keeps its
+        file (None when it cannot be found)."""
+        ...
+
+
+@runtime_checkable
+class KeepsPrivateDirs(Protocol):
+    """A host whose agent keeps its own sessions in directories (an agent CLI's home):
+    inside a workspace they are kept out of git (runtime/private_dirs.py)."""
+
+    def private_dirs(self) -> list[Path]: ...
+
+
 class HostSpawnFailed(FailedPrecondition):
     """No host process started (missing binary, missing workspace, ...).
 

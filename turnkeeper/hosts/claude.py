@@ -266,7 +266,7 @@ class ClaudeHost(LayeredConfig[ClaudeHostConfig]):
     kind = "claude"
     config_model = ClaudeHostConfig
 
-    def session_artifact(self, handle: str, workspace: Path | None = None) -> Path | None:
+    def session_artifact(self, handle: str, workspace: Path) -> Path | None:
         return _find_transcript(self.config_for(), handle, workspace)
 
     def private_dirs(self) -> list[Path]:

@@ -229,7 +229,8 @@ class CodexHost(LayeredConfig[CodexHostConfig]):
     kind = "codex"
     config_model = CodexHostConfig
 
-    def session_artifact(self, handle: str) -> Path | None:
+    def session_artifact(self, handle: str, workspace: Path) -> Path | None:
+        del workspace  # rollouts live under CODEX_HOME, whatever the workspace
         return _find_rollout(self.config_for(), handle)
 
     def private_dirs(self) -> list[Path]:

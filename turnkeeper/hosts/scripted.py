@@ -182,10 +182,10 @@ class ScriptedHostConfig(BaseModel):
     python: str = Field(default_factory=lambda: sys.executable)
 
 
-def state_dir_for(cfg: ScriptedHostConfig, request: TurnRequest) -> Path:
+def state_dir_for(cfg: ScriptedHostConfig, workspace: Path) -> Path:
     if cfg.state_dir:
         return Path(cfg.state_dir).expanduser().resolve()
-    return (request.workspace / ".turnkeeper" / "host-state" / "scripted").resolve()
+    return (workspace / ".turnkeeper" / "host-state" / "scripted").resolve()
 
 
 class ScriptedHost:
@@ -195,12 +195,17 @@ class ScriptedHost:
         self._config = dict(config or {})
         validate_config(ScriptedHostConfig, self._config)
 
+    def session_artifact(self, handle: str, workspace: Path) -> Path | None:
+        """The scripted agent's session file (hosts/scripted_agent.py writes it)."""
+        cfg: ScriptedHostConfig = validate_config(ScriptedHostConfig, self._config)
+        return state_dir_for(cfg, workspace) / "sessions" / f"{handle}.jsonl"
+
     def start(self, request: TurnRequest) -> SubprocessRun:
         cfg: ScriptedHostConfig = validate_config(
             ScriptedHostConfig, self._config, request.host_config
         )
         # Resolve the state dir here so the agent and the test agree on one path.
-        cfg = cfg.model_copy(update={"state_dir": str(state_dir_for(cfg, request))})
+        cfg = cfg.model_copy(update={"state_dir": str(state_dir_for(cfg, request.workspace))})
         sub = SubprocessHostConfig(
             command=[cfg.python, "-m", "turnkeeper.hosts.scripted_agent"],
             event_format="jsonl",

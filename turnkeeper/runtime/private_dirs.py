@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from turnkeeper.hosts.base import KeepsPrivateDirs
 from turnkeeper.runtime.gitcmd import git_dir
 
 HEADER = "# turnkeeper: an agent CLI's private directory (session create)"
@@ -21,8 +22,7 @@ HEADER = "# turnkeeper: an agent CLI's private directory (session create)"
 
 def host_private_dirs(host: object) -> list[Path]:
     """The directories ``host`` says are its own (none if it says nothing)."""
-    named = getattr(host, "private_dirs", None)
-    return [Path(p) for p in named()] if callable(named) else []
+    return [Path(p) for p in host.private_dirs()] if isinstance(host, KeepsPrivateDirs) else []
 
 
 def keep_out_of_git(workspace: Path, dirs: list[Path]) -> list[str]:

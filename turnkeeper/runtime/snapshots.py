@@ -43,7 +43,8 @@ from typing import Any
 
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, TurnkeeperError
-from turnkeeper.hosts import claude, codex
+from turnkeeper.hosts import load_host
+from turnkeeper.hosts.base import KeepsSessionArtifact
 from turnkeeper.kernel.session.records import SnapshotRef
 from turnkeeper.runtime.gitcmd import SNAPSHOT_REF_PREFIX, git, private_git_dir
 from turnkeeper.runtime.workspace import git_revision
@@ -413,28 +414,20 @@ def artifact_path(
     reported: str | None = None,
 ) -> Path | None:
     """The live host session artifact of ``handle``: the path the host reported with its
-    result when it did, else where the host kind keeps it; None when it has none."""
+    result when it did, else where the host says it keeps it (a host that keeps one
+    implements ``KeepsSessionArtifact``); None when it has none."""
     if reported:
         return Path(reported)
     if handle is None:
         return None
-    config = split_host_config(dict(host_config))
     try:
-        if host_kind == "scripted":
-            state_dir = config.get("state_dir")
-            base = (
-                Path(str(state_dir)).expanduser()
-                if state_dir
-                else workspace / PRIVATE_DIR / "host-state" / "scripted"
-            )
-            return (base / "sessions" / f"{handle}.jsonl").resolve()
-        if host_kind == "codex":
-            return codex.session_artifact(config, handle)
-        if host_kind == "claude":
-            return claude.session_artifact(config, handle, workspace)
-    except TurnkeeperError:  # a config the host rejects has no artifact to find
+        host = load_host(host_kind, split_host_config(dict(host_config)))
+        if not isinstance(host, KeepsSessionArtifact):
+            return None
+        found = host.session_artifact(handle, workspace)
+    except TurnkeeperError:  # a kind not installed, a config the host rejects: none
         return None
-    return None
+    return found.resolve() if found is not None else None
 
 
 # --- what a revert needs ------------------------------------------------------------
