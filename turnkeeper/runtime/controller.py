@@ -116,6 +116,7 @@ class Controller:
                 else self.config.host_loader
             ),
             turn_limits=self.config.turn_limits,
+            clock=self.config.clock,
         )
         self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
         self.leases = SessionLeases(

@@ -69,6 +69,7 @@ from turnkeeper.kernel.session.records import (
 )
 from turnkeeper.runtime import event_pump
 from turnkeeper.runtime.agent_result import AgentResult, MalformedResult, parse_result
+from turnkeeper.runtime.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.commits import TurnCommits
 from turnkeeper.runtime.effects import EffectRunner, EffectsSummary
 from turnkeeper.runtime.event_pump import TIMED_OUT, EventBatcher, EventFeed
@@ -116,6 +117,8 @@ class DriverConfig:
     # What of a turn's output is journaled, and how large a result may be; handed
     # to the host in the request and enforced here whatever the host does.
     turn_limits: TurnLimits = field(default_factory=TurnLimits)
+    # When the controller acts (lease renewals); leases expire by the store's clock.
+    clock: Clock = SYSTEM_CLOCK
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,9 @@ class TurnDriver:
         )
         # Renews every lease its owner holds (the controller holds each session's for
         # the whole run) and, around a running host, the running session's.
-        self.lease_keeper = LeaseKeeper(self._renew_lease, self._config.lease_seconds / 3)
+        self.lease_keeper = LeaseKeeper(
+            self._renew_lease, self._config.lease_seconds / 3, self._config.clock
+        )
         # Hosts running now, by turn id: what a second SIGINT ends (runtime/stopping.py).
         self._running: dict[str, tuple[str, HostRun, float]] = {}
         self._running_lock = threading.Lock()

@@ -17,9 +17,10 @@ starts it again).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from turnkeeper.runtime.clock import SYSTEM_CLOCK, Clock
 
 # How long the thread waits for more work before it ends.
 IDLE_SECONDS = 1.0
@@ -28,9 +29,10 @@ Renew = Callable[[str], bool]  # renew the session's lease; False: fenced off, s
 
 
 class LeaseKeeper:
-    def __init__(self, renew: Renew, period_seconds: float) -> None:
+    def __init__(self, renew: Renew, period_seconds: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self._renew = renew
         self._period = period_seconds
+        self._clock = clock
         self._due: dict[str, float] = {}  # session id -> monotonic time of its next renewal
         self._holds: dict[str, int] = {}  # session id -> how many holders keep it
         self._changed = threading.Condition()
@@ -42,7 +44,7 @@ class LeaseKeeper:
             self._holds[session_id] = self._holds.get(session_id, 0) + 1
             if session_id in self._due:
                 return  # renewed already: nothing changes, nothing to wake the thread for
-            self._due[session_id] = time.monotonic() + self._period
+            self._due[session_id] = self._clock.monotonic() + self._period
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="turnkeeper-lease-keeper", daemon=True
@@ -78,18 +80,18 @@ class LeaseKeeper:
         idle_since: float | None = None
         while True:
             with self._changed:
-                now = time.monotonic()
+                now = self._clock.monotonic()
                 if not self._due:
                     idle_since = idle_since or now
                     if now - idle_since >= IDLE_SECONDS:
                         self._thread = None  # the next ``hold`` starts a new one
                         return
-                    self._changed.wait(IDLE_SECONDS - (now - idle_since))
+                    self._clock.wait(self._changed, IDLE_SECONDS - (now - idle_since), now)
                     continue
                 idle_since = None
                 due = [sid for sid, at in self._due.items() if at <= now]
                 if not due:
-                    self._changed.wait(min(self._due.values()) - now)
+                    self._clock.wait(self._changed, min(self._due.values()) - now, now)
                     continue
                 for sid in due:
                     self._due[sid] = now + self._period

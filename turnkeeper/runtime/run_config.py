@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from turnkeeper.hosts import load_host
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
+from turnkeeper.runtime.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.driver import HostLoader
 from turnkeeper.runtime.runner_link import RunnerLink
 
@@ -34,6 +35,8 @@ class ControllerConfig:
     runner: RunnerLink | None = None
     # ``--runner require``: seconds a session waits for a runner that does not answer.
     runner_wait_seconds: float = 300.0
+    # When the controller acts (lease renewals); leases expire by the store's clock.
+    clock: Clock = SYSTEM_CLOCK
 
 
 @dataclass
