@@ -26,16 +26,17 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     for name, allowed in {
         "errors": (),
         "crashpoints": (),  # the fault-injection switch: a leaf every layer may hit
-        "kernel": ("errors",),  # pure: see tests/kernel/test_purity.py
+        "vocabulary": (),  # the words hosts and the session kernel share
+        "kernel": ("errors", "vocabulary"),  # pure: see tests/kernel/test_purity.py
         "store": ("errors",),
         "boundary": ("errors",),
-        "hosts": ("errors",),
+        "hosts": ("errors", "vocabulary"),
         "effects": ("errors",),
         "extensions": ("errors", "boundary", "effects", "hosts", "kernel"),
-        "runner": ("errors", "crashpoints", "hosts"),
+        "runner": ("errors", "crashpoints", "hosts", "vocabulary"),
         "runtime": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
-            *("extensions", "runner"),
+            *("extensions", "runner", "vocabulary"),
         ),
         "handoff": ("errors", "boundary", "kernel", "runtime", "store"),
         "project_api": ("errors", "hosts", "kernel", "runtime", "store"),

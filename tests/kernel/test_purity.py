@@ -12,8 +12,9 @@ import turnkeeper.kernel as kernel_pkg
 
 PACKAGE_ROOT = Path(turnkeeper.__file__).parent
 KERNEL_ROOT = Path(kernel_pkg.__file__).parent
-# What the kernel may import from turnkeeper: itself and the error taxonomy.
-ALLOWED_INSIDE = {"turnkeeper.kernel", "turnkeeper.errors"}
+# What the kernel may import from turnkeeper: itself, the error taxonomy and the words
+# it shares with the hosts.
+ALLOWED_INSIDE = {"turnkeeper.kernel", "turnkeeper.errors", "turnkeeper.vocabulary"}
 IMPURE = {
     *("random", "secrets", "time", "os", "subprocess", "socket", "pickle", "sqlite3"),
     *("pathlib", "shutil", "tempfile", "urllib", "http", "sqlalchemy", "psycopg"),

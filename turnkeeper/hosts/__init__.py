@@ -7,19 +7,17 @@ Public surface: the models and protocols in :mod:`turnkeeper.hosts.base`,
 from turnkeeper.hosts.base import (
     MARKER_ENV,
     Host,
-    HostErrorKind,
     HostEvent,
     HostOutcome,
     HostRun,
     HostSpawnFailed,
-    HostStatus,
     KilledProcess,
     KillReport,
     ProcessIdentity,
-    TurnKind,
     TurnRequest,
 )
 from turnkeeper.hosts.registry import ENTRY_POINT_GROUP, available_host_kinds, load_host
+from turnkeeper.vocabulary import HostErrorKind, HostStatus, TurnKind
 
 __all__ = [
     "ENTRY_POINT_GROUP",

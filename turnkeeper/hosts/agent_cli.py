@@ -56,10 +56,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.errors import FailedPrecondition
 from turnkeeper.hosts.base import (
-    HostErrorKind,
     HostOutcome,
     HostSpawnFailed,
-    HostStatus,
     TurnRequest,
 )
 from turnkeeper.hosts.completion import (
@@ -76,6 +74,7 @@ from turnkeeper.hosts.subprocess_host import (
     spawn,
     validate_config,
 )
+from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 #: The versions ``scripts/install_agent_clis.sh`` installs and the tests run against.
 CODEX_VERSION = "0.171.0"

@@ -11,42 +11,19 @@ Every model here is frozen JSON-able pydantic so it can go into the journal as i
 from __future__ import annotations
 
 from collections.abc import Iterator
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from turnkeeper.errors import FailedPrecondition
+from turnkeeper.vocabulary import HostErrorKind, HostStatus, TurnKind
 
 #: The environment variable that marks every process of a turn. It is inherited by
 #: ``setsid`` grandchildren, which is how a restarted control plane finds them.
 MARKER_ENV = "TURNKEEPER_TURN_ID"
 SESSION_ENV = "TURNKEEPER_SESSION_ID"
 ATTEMPT_ENV = "TURNKEEPER_ATTEMPT"
-
-
-class TurnKind(StrEnum):
-    START = "start"
-    CONTINUATION = "continuation"
-    RETRY = "retry"
-    REPLAN = "replan"
-    REPAIR = "repair"
-
-
-class HostStatus(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-
-
-class HostErrorKind(StrEnum):
-    """Why a host step failed; goes into the receipt as ``error_kind``."""
-
-    SIGNAL = "signal"  # the host process died of a signal (including our SIGKILL)
-    EXIT_CODE = "exit_code"  # it exited non-zero, or reported a fatal error itself
-    TIMEOUT = "timeout"  # the turn outlived ``timeout_seconds`` and we ended it
-    PROTOCOL = "protocol"  # unreadable output or an unusable host session
-    SPAWN = "spawn"  # the process never started
 
 
 class TurnLimits(BaseModel):

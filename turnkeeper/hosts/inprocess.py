@@ -42,14 +42,13 @@ from turnkeeper.hosts import process_tree
 from turnkeeper.hosts._events import EventLog
 from turnkeeper.hosts.base import (
     Host,
-    HostErrorKind,
     HostEvent,
     HostOutcome,
-    HostStatus,
     KillReport,
     ProcessIdentity,
     TurnRequest,
 )
+from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 Emit = Callable[[str, dict[str, Any]], None]
 TurnFunction = Callable[[TurnRequest, Emit], dict[str, Any] | None]

@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeeper.hosts.base import TurnKind, TurnRequest
+from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.python_host import python_env
 from turnkeeper.hosts.subprocess_host import (
     SubprocessHostConfig,
@@ -55,6 +55,7 @@ from turnkeeper.hosts.subprocess_host import (
     spawn,
     validate_config,
 )
+from turnkeeper.vocabulary import TurnKind
 
 
 class _Step(BaseModel):

@@ -62,11 +62,9 @@ from turnkeeper.hosts._events import (
 )
 from turnkeeper.hosts._pipes import serve
 from turnkeeper.hosts.base import (
-    HostErrorKind,
     HostEvent,
     HostOutcome,
     HostSpawnFailed,
-    HostStatus,
     KillReport,
     ProcessIdentity,
     TurnRequest,
@@ -86,6 +84,7 @@ from turnkeeper.hosts.launch import (
     with_parent_death,
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
+from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 log = logging.getLogger(__name__)
 
@@ -367,6 +366,8 @@ class SubprocessRun:
             try:
                 error_kind = HostErrorKind(data.get("error_kind", "exit_code"))
             except ValueError:
+                error_kind = HostErrorKind.EXIT_CODE
+            if error_kind is HostErrorKind.LOST:  # only the recovery table loses a turn
                 error_kind = HostErrorKind.EXIT_CODE
             self._fatal = (error_kind, str(data.get("message", "host reported a fatal error")))
         # The handle, result and fatal error are remembered above whether or not the

@@ -30,15 +30,14 @@ from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import AlreadyExists, FailedPrecondition, TurnkeeperError, Unavailable
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts.base import (
-    HostErrorKind,
     HostEvent,
     HostOutcome,
     HostRun,
-    HostStatus,
 )
 from turnkeeper.hosts.registry import load_host
 from turnkeeper.runner.journal import Journal
 from turnkeeper.runner.protocol import Ack, Close, Kill, StartTurn, TurnEnd, command_digest
+from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

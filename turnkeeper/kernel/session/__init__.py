@@ -42,7 +42,6 @@ from turnkeeper.kernel.session.envelope import (
     NextTurn,
     TurnBudget,
     TurnEnvelope,
-    TurnKind,
     derive_idempotency_key,
 )
 from turnkeeper.kernel.session.events import (
@@ -95,7 +94,6 @@ from turnkeeper.kernel.session.records import (
     EffectOutcome,
     EffectReadback,
     EffectRef,
-    HostErrorKind,
     HostEvent,
     HostRecoveryRecord,
     LossProof,
@@ -132,6 +130,7 @@ from turnkeeper.kernel.session.state import (
     TurnEnd,
     TurnPhase,
 )
+from turnkeeper.vocabulary import HostErrorKind, TurnKind
 
 __all__ = [
     "HOST_RECOVERY_SCHEMA_VERSION",

@@ -8,8 +8,7 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from turnkeeper.kernel.session._model import Id, KernelModel, ShortText, Text, UuidStr
-
-TurnKind = Literal["start", "continuation", "retry", "replan", "repair"]
+from turnkeeper.vocabulary import TurnKind
 
 IDEMPOTENCY_KEY_PREFIX = "tkturn1-"
 

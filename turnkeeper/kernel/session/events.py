@@ -9,7 +9,10 @@ from pydantic import AwareDatetime, Field, TypeAdapter
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
-from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope
+from turnkeeper.kernel.session.envelope import (
+    NextTurn,
+    TurnEnvelope,
+)
 from turnkeeper.kernel.session.operation_model import (
     OperationFinished,
     OperationJoined,
@@ -19,7 +22,6 @@ from turnkeeper.kernel.session.operation_model import (
 from turnkeeper.kernel.session.records import (
     EffectReadback,
     EffectRef,
-    HostErrorKind,
     HostEvent,
     LossProof,
     ProcessIdentity,
@@ -30,6 +32,7 @@ from turnkeeper.kernel.session.records import (
 from turnkeeper.kernel.session.recovery import ResolvedRecovery
 from turnkeeper.kernel.session.report import RecoveryReport
 from turnkeeper.kernel.session.state import SessionStatus
+from turnkeeper.vocabulary import HostErrorKind
 
 MAX_HOST_EVENTS_PER_BATCH = 1_000
 StatusAction = Literal["stop", "suspend", "resume", "mark_crashed", "close"]

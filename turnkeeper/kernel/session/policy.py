@@ -12,12 +12,10 @@ from typing import Literal, Self
 from pydantic import AwareDatetime, Field, model_validator
 
 from turnkeeper.kernel.session._model import KernelModel
-from turnkeeper.kernel.session.records import HostErrorKind
 from turnkeeper.kernel.session.state import SessionState
+from turnkeeper.vocabulary import HostErrorKind
 
-_ALL_ERROR_KINDS: frozenset[HostErrorKind] = frozenset(
-    {"signal", "exit_code", "timeout", "protocol", "spawn", "lost"}
-)
+_ALL_ERROR_KINDS: frozenset[HostErrorKind] = frozenset(HostErrorKind)
 
 
 class RecoveryPolicy(KernelModel):

@@ -9,10 +9,9 @@ from typing import Annotated, Final, Literal, Self
 from pydantic import Field, JsonValue, model_validator
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.vocabulary import HostErrorKind
 
 HOST_RECOVERY_SCHEMA_VERSION: Final = "turnkeeper.host_recovery.v1"
-
-HostErrorKind = Literal["signal", "exit_code", "timeout", "protocol", "spawn", "lost"]
 
 
 class ProcessIdentity(KernelModel):

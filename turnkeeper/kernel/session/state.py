@@ -14,16 +14,19 @@ from pydantic import AwareDatetime, Field
 
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
-from turnkeeper.kernel.session.envelope import NextTurn, TurnEnvelope, TurnKind
+from turnkeeper.kernel.session.envelope import (
+    NextTurn,
+    TurnEnvelope,
+)
 from turnkeeper.kernel.session.operation_model import PendingOperation
 from turnkeeper.kernel.session.records import (
     EffectRef,
-    HostErrorKind,
     ProcessIdentity,
     ReceiptSuccess,
     SnapshotRef,
 )
 from turnkeeper.kernel.session.report import RecoveryReport
+from turnkeeper.vocabulary import HostErrorKind, TurnKind
 
 SESSION_STATE_SCHEMA_VERSION = 1
 
