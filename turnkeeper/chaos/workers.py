@@ -14,10 +14,9 @@ under test.
 its pid: the harness's own child) and a new one started in its place. When given a
 shell command that restarts the database, the harness runs it at random moments too.
 Each goal's last todo waits for the harness's release, written once the kills and
-restarts are spent, so every one of them lands while goals are open; then the workers
-finish; then every session
-is checked (:mod:`.worker_checks`), the whole store verified, and no process of any
-turn may be left running.
+restarts are spent, so every one of them lands while goals are open. Then the workers
+finish, every session is checked (:mod:`.worker_checks`), the whole store verified,
+and no process of any turn may be left running.
 """
 
 from __future__ import annotations
