@@ -32,7 +32,7 @@ from turnkeeper.kernel.session import (
     decide_session,
     evolve_session,
 )
-from turnkeeper.kernel.session.records import HostErrorKind
+from turnkeeper.vocabulary import HostErrorKind
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SID = "6f1c9a52-3b7e-4d0a-9a43-0d4b8a1e2c11"
@@ -172,7 +172,7 @@ def record(h: Harness, turn_id: str, attempt: int = 1, **overrides: Any) -> dict
 
 
 def failure(
-    h: Harness, turn_id: str, attempt: int = 1, error_kind: HostErrorKind = "signal"
+    h: Harness, turn_id: str, attempt: int = 1, error_kind: HostErrorKind = HostErrorKind.SIGNAL
 ) -> ReceiptFailure:
     rec = HostRecoveryRecord(binding=RecoveryBinding.model_validate(binding(h, turn_id, attempt)))
     return ReceiptFailure(error_kind=error_kind, signal=9, message="killed", host_recovery=rec)
@@ -203,7 +203,7 @@ def fail_turn(
     h: Harness,
     turn_id: str,
     next_turn: NextTurn | None = None,
-    error_kind: HostErrorKind = "signal",
+    error_kind: HostErrorKind = HostErrorKind.SIGNAL,
 ) -> None:
     accept(h, turn_id, next_turn)
     start_host(h, turn_id)

@@ -37,6 +37,7 @@ from turnkeeper.kernel.session import (
     envelope_for,
     plan_next_turn,
 )
+from turnkeeper.vocabulary import HostErrorKind
 
 POLICY = RecoveryPolicy(
     max_attempts=3, backoff_base_seconds=10, backoff_max_seconds=25, max_consecutive_host_failures=3
@@ -103,7 +104,7 @@ def test_policy_stops_after_too_many_consecutive_host_failures() -> None:
 
 def test_policy_can_exclude_error_kinds() -> None:
     h = new_session()
-    fail_turn(h, "t1", error_kind="exit_code")
+    fail_turn(h, "t1", error_kind=HostErrorKind.EXIT_CODE)
     policy = POLICY.model_copy(update={"auto_recover_error_kinds": frozenset({"timeout"})})
     assert decide_recovery(h.s, policy, at(1000)).reason == "error_kind_not_auto_recovered"
 
@@ -186,7 +187,7 @@ def test_replan_obligations_come_before_waiting_on_gates() -> None:
 
 def test_resolved_failure_continues_per_the_resolution() -> None:
     h = new_session()
-    fail_turn(h, "t1", error_kind="timeout")
+    fail_turn(h, "t1", error_kind=HostErrorKind.TIMEOUT)
     stop = plan(h)
     assert isinstance(stop, Stop) and (stop.reason, stop.ids) == ("recovery_unresolved", ("t1",))
     h.run(ResolveHostRecovery(lease=h.token, record=record(h, "t1")))

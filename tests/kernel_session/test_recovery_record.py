@@ -30,6 +30,7 @@ from turnkeeper.kernel.session import (
     ResolveHostRecovery,
     resolve_host_recovery,
 )
+from turnkeeper.vocabulary import HostErrorKind
 
 
 def failed_session() -> Harness:
@@ -108,7 +109,9 @@ def test_without_a_host_session_the_recovery_is_a_retry() -> None:
     from turnkeeper.kernel.session import RecordReceipt
 
     h.run(
-        RecordReceipt(lease=h.token, turn_id="t1", receipt=failure(h, "t1", error_kind="timeout"))
+        RecordReceipt(
+            lease=h.token, turn_id="t1", receipt=failure(h, "t1", error_kind=HostErrorKind.TIMEOUT)
+        )
     )
     nxt = resolve_host_recovery(record(h, "t1"), h.s).next
     assert (nxt.kind, nxt.resume_host_session, nxt.attempt) == ("retry", False, 2)

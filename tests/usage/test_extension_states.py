@@ -68,7 +68,8 @@ def _effects_of(project: UserProject, session: str) -> list[dict[str, Any]]:
 
 
 def _extension(status: dict[str, Any], group: str, name: str) -> dict[str, Any]:
-    (row,) = [e for e in status["extensions"] if (e["group"], e["name"]) == (group, name)]
+    rows: list[dict[str, Any]] = status["extensions"]
+    (row,) = [e for e in rows if (e["group"], e["name"]) == (group, name)]
     return row
 
 
