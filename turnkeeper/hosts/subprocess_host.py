@@ -45,8 +45,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any, Literal, Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -146,8 +146,12 @@ class RunAdapter(Protocol):
     def finish(self, outcome: HostOutcome) -> HostOutcome: ...
 
 
-def validate_config(model: type[BaseModel], *layers: dict[str, Any]) -> Any:
-    """Merge config layers (later wins) and validate; ``InvalidArgument`` on failure."""
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def validate_config(model: type[ConfigT], *layers: Mapping[str, Any]) -> ConfigT:
+    """Merge config layers (later wins) and validate as ``model``; ``InvalidArgument``
+    on failure."""
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
