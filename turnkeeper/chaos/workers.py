@@ -65,10 +65,10 @@ WORKER_CRASH = "worker crashed"
 UNAVAILABLE_EXIT = 9  # the CLI's exit code for UNAVAILABLE
 EVIDENCE = "written"
 AGENT = r"""#!/bin/sh
-# A chaos agent: RUNS_DIR SECONDS LAST_TODO RELEASE WAIT_LIMIT. It writes down its
+# A chaos agent: RUNS_DIR SECONDS [LAST_TODO RELEASE WAIT_LIMIT]. It writes down its
 # run before any step.
 set -eu
-runs="$1"; work="$2"; last="$3"; release="$4"; limit="$5"
+runs="$1"; work="$2"; last="${3:-}"; release="${4:-}"; limit="${5:-0}"
 turn="$TURNKEEPER_TURN_ID"; todo="$TURNKEEPER_TODO_ID"
 chain=""; p=$$
 while [ "$p" -gt 1 ]; do
@@ -82,9 +82,10 @@ printf "$run\n" "$turn" "$TURNKEEPER_SESSION_ID" "$TURNKEEPER_ATTEMPT" "$todo" "
 page="$todo.md"
 echo "# $todo" > "$page"
 sleep "$work"
-# Each goal's last todo waits for the harness's release (written once its kills and
-# restarts are spent), so no goal closes while chaos remains; bounded by WAIT_LIMIT.
-if [ "$todo" = "$last" ]; then
+# Given LAST_TODO, the goal's last todo waits for the harness's RELEASE file (written
+# once its kills and restarts are spent), so no goal closes while chaos remains;
+# bounded by WAIT_LIMIT seconds.
+if [ -n "$last" ] && [ "$todo" = "$last" ]; then
   waited=0
   while [ ! -e "$release" ] && [ "$waited" -lt "$limit" ]; do
     sleep 1; waited=$((waited + 1))
