@@ -49,18 +49,11 @@ def extensions(ctx: typer.Context, as_json: bool = JsonOption) -> None:
 
     found = list_extensions()
     settings = _project_settings()
-    rows = [
-        ext.model_dump(mode="json")
-        | (
-            {"enabled": None, "disabled_reason": None}
-            if settings is None
-            else {
-                "enabled": settings.disabled_reason(ext.group, ext.name) is None,
-                "disabled_reason": settings.disabled_reason(ext.group, ext.name),
-            }
-        )
-        for ext in found
-    ]
+    rows = []
+    for ext in found:
+        why = settings.disabled_reason(ext.group, ext.name) if settings is not None else None
+        enabled = None if settings is None else why is None
+        rows.append(ext.model_dump(mode="json") | {"enabled": enabled, "disabled_reason": why})
     if as_json:
         print_json({"extensions": rows})
         return
@@ -122,11 +115,15 @@ def extensions_enable(
 
     Example: turnkeeper extensions enable http
     """
+    from turnkeeper.extensions.declared import declared_extensions
     from turnkeeper.runtime.extension_settings import ExtensionSettings
 
-    kind = _group_of(name, group, _disabled_or_installed())
     with open_project_store() as (_, store):
-        state = ExtensionSettings(store).enable(kind, name, default_owner())
+        settings = ExtensionSettings(store)
+        # What may be enabled: installed, or disabled by the project (installed or not).
+        known = {(d.group, d.name) for d in declared_extensions()}
+        kind = _group_of(name, group, known | set(settings.state().disabled_extensions()))
+        state = settings.enable(kind, name, default_owner())
     _said(kind, name, state.disabled_reason(kind, name), as_json)
 
 
@@ -145,15 +142,6 @@ def _installed_group(name: str, group: str | None) -> Group:
     from turnkeeper.extensions.declared import declared_extensions
 
     return _group_of(name, group, {(d.group, d.name) for d in declared_extensions()})
-
-
-def _disabled_or_installed() -> set[tuple[Group, str]]:
-    """What may be enabled: installed, or disabled by the project (installed or not)."""
-    from turnkeeper.extensions.declared import declared_extensions
-
-    known: set[tuple[Group, str]] = {(d.group, d.name) for d in declared_extensions()}
-    settings = _project_settings()
-    return known | set(settings.disabled_extensions() if settings else ())
 
 
 def _group_of(name: str, group: str | None, known: set[tuple[Group, str]]) -> Group:

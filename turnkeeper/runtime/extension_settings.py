@@ -181,8 +181,9 @@ class ExtensionSettings:
 
     def enable(self, group: Group, name: str, by: str) -> ExtensionsState:
         """Enable it; enabling what is not disabled writes nothing."""
-        if self.state().disabled_reason(group, name) is None:
-            return self.state()
+        state = self.state()
+        if state.disabled_reason(group, name) is None:
+            return state
         return self._append([ExtensionEnabled(group=group, name=name, by=by, at=self._store.now())])
 
     def record_check(self, machine: str, checked: list[ExtensionVerdict]) -> None:
