@@ -32,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
@@ -147,12 +148,25 @@ def turn_cgroup_name(turn_id: str) -> str:
     return "turn-" + sha256(turn_id.encode()).hexdigest()[:40]
 
 
+# The cgroup2 mount, read once per process and per mount table file (tests point
+# MOUNTINFO elsewhere): mountinfo has a line per mount, and every turn asks. Our own
+# cgroup is read each time, since something may move this process between turns.
+_mounts: dict[Path, tuple[Path, str] | None] = {}
+
+
+def _mount() -> tuple[Path, str] | None:
+    source = MOUNTINFO
+    if source not in _mounts:
+        _mounts[source] = cgroup2_mount(source.read_text())
+    return _mounts[source]
+
+
 def _hierarchy() -> tuple[Path, Path]:
     """(cgroup2 mount point, our own cgroup directory); ``CgroupUnavailableError`` if none."""
     if not sys.platform.startswith("linux"):
         raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
     try:
-        mount = cgroup2_mount(MOUNTINFO.read_text())
+        mount = _mount()
         own = own_cgroup(OWN_CGROUP.read_text())
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
@@ -326,7 +340,7 @@ def find(turn_id: str) -> TurnCgroup | None:
     return None
 
 
-def end(cgroup: TurnCgroup, protected: set[int], timeout: float) -> CgroupEnd:
+def end(cgroup: TurnCgroup, protected: Container[int], timeout: float) -> CgroupEnd:
     """Kill every member of ``cgroup``, wait (bounded) until it is empty, remove it.
 
     Members are frozen first, so none can fork between the read of ``cgroup.procs``
@@ -335,7 +349,7 @@ def end(cgroup: TurnCgroup, protected: set[int], timeout: float) -> CgroupEnd:
     frozen and members are killed one by one, never that one.
     """
     deadline = time.monotonic() + timeout
-    foreign = protected.intersection(cgroup.pids())
+    foreign = {pid for pid in cgroup.pids() if pid in protected}
     if not foreign:
         cgroup.freeze()
     members: dict[int, Member] = {}

@@ -87,7 +87,21 @@ PassedName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\*?$", max_le
 
 def passes(name: str, patterns: Iterable[str]) -> bool:
     """Whether ``name`` is one of ``patterns`` (exact names, or prefixes ending in ``*``)."""
-    return any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns)
+    return NameMatcher(patterns).matches(name)
+
+
+class NameMatcher:
+    """:func:`passes` for many names against one list of patterns: the patterns are
+    split once into a set of exact names and a tuple of prefixes, so each name costs
+    one lookup and one ``startswith`` (every turn filters the whole environment)."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        listed = tuple(patterns)
+        self._exact = frozenset(p for p in listed if not p.endswith("*"))
+        self._prefixes = tuple(p[:-1] for p in listed if p.endswith("*"))
+
+    def matches(self, name: str) -> bool:
+        return name in self._exact or name.startswith(self._prefixes)
 
 
 def process_env(
@@ -100,11 +114,11 @@ def process_env(
     what ``pass_env`` names (everything with ``inherit_env``), never the control plane's
     own credentials; then the config's ``env``, the request's, the turn's markers."""
     inherited = os.environ if request.inherited_env is None else request.inherited_env
-    wanted = (*CORE_ENV, *pass_env)
+    wanted = NameMatcher((*CORE_ENV, *pass_env))
     base = {
         k: v
         for k, v in inherited.items()
-        if (inherit_env or passes(k, wanted)) and k not in CONTROL_PLANE_SECRETS
+        if (inherit_env or wanted.matches(k)) and k not in CONTROL_PLANE_SECRETS
     }
     # The markers go last so neither config nor request can overwrite them.
     return {
@@ -120,14 +134,15 @@ def process_env(
 
 def unrunnable(program: str, search_path: str, cwd: Path) -> str | None:
     """Why ``program`` cannot be executed (as ``execvp`` would look for it), or None."""
+    # Plain strings, not Path objects: this runs before every turn's spawn.
+    here = os.fspath(cwd)
     if "/" in program:
-        candidates = [cwd / program]
+        candidates = [os.path.join(here, program)]
     else:
-        candidates = [Path(d or ".") / program for d in search_path.split(os.pathsep)]
-        candidates = [c if c.is_absolute() else cwd / c for c in candidates]
+        candidates = [os.path.join(here, d or ".", program) for d in search_path.split(os.pathsep)]
     for candidate in candidates:
         try:
-            is_file = stat.S_ISREG(candidate.stat().st_mode)
+            is_file = stat.S_ISREG(os.stat(candidate).st_mode)
         except OSError:  # absent, or in a directory we may not look into: go on
             continue
         if is_file and os.access(candidate, os.X_OK):

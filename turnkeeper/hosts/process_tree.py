@@ -33,6 +33,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Container
 
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.hosts import cgroups, containment, subreaper
@@ -187,9 +188,23 @@ def _protected_pids(table: dict[int, ProcStat]) -> set[int]:
     return protected
 
 
-def _lineage() -> set[int]:
+class _Lineage:
     """Never targets, found without a whole process table: init, kthreadd, ourselves
-    and our ancestors (kernel threads are never a turn's descendants or in its cgroup)."""
+    and our ancestors (kernel threads are never a turn's descendants or in its cgroup).
+
+    Read from ``/proc`` on the first question, not before: a turn whose host exited
+    and left its cgroup empty asks none, and our ancestors' stats cost a read each."""
+
+    def __init__(self) -> None:
+        self._pids: set[int] | None = None
+
+    def __contains__(self, pid: object) -> bool:
+        if self._pids is None:
+            self._pids = _read_lineage()
+        return pid in self._pids
+
+
+def _read_lineage() -> set[int]:
     protected = {0, 1, 2}
     pid = os.getpid()
     while pid not in protected:
@@ -225,12 +240,13 @@ def _collect_targets(
     *,
     search_all: bool = True,
 ) -> dict[int, KilledProcess]:
+    protected: Container[int]
     if search_all:
         table = process_table()
         protected = _protected_pids(table)
     else:
         table = _own_table(identity, [*known, *(pid for pid, _ in orphans)])
-        protected = _lineage()
+        protected = _Lineage()
     new: dict[int, KilledProcess] = {}
 
     def add(pid: int, reason: str) -> None:
@@ -267,7 +283,7 @@ def _end_cgroup(
     if cgroup is None:
         return {}, []
     host = identity.pid if identity is not None and is_same_process(identity) else None
-    ended = cgroups.end(cgroup, _lineage(), timeout)
+    ended = cgroups.end(cgroup, _Lineage(), timeout)
     if ended.removed:
         containment.forget(turn_id)
     else:
