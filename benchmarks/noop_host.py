@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnkeeper.hosts import ProcessIdentity, TurnRequest, process_tree
+from turnkeeper.host_reports import ProcessIdentity
+from turnkeeper.hosts import TurnRequest, process_tree
 from turnkeeper.hosts.inprocess import Emit, InProcessHost, InProcessRun
 
 DEFAULT_REPLY = "Worked on the todo: read the failing test, patched the parser, re-ran the suite."

@@ -27,16 +27,17 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "errors": (),
         "crashpoints": (),  # the fault-injection switch: a leaf every layer may hit
         "vocabulary": (),  # the words hosts and the session kernel share
-        "kernel": ("errors", "vocabulary"),  # pure: see tests/kernel/test_purity.py
+        "host_reports": (),  # the records a host reports and the session kernel journals
+        "kernel": ("errors", "vocabulary", "host_reports"),  # pure: tests/kernel/test_purity.py
         "store": ("errors",),
         "boundary": ("errors",),
-        "hosts": ("errors", "vocabulary"),
+        "hosts": ("errors", "vocabulary", "host_reports"),
         "effects": ("errors",),
         "extensions": ("errors", "boundary", "effects", "hosts", "kernel"),
-        "runner": ("errors", "crashpoints", "hosts", "vocabulary"),
+        "runner": ("errors", "crashpoints", "hosts", "vocabulary", "host_reports"),
         "runtime": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
-            *("extensions", "runner", "vocabulary"),
+            *("extensions", "runner", "vocabulary", "host_reports"),
         ),
         "handoff": ("errors", "boundary", "kernel", "runtime", "store"),
         "project_api": ("errors", "hosts", "kernel", "runtime", "store"),

@@ -24,8 +24,8 @@ from turnkeeper.chaos.runner_checks import INV7, RunnerSessionChecker
 from turnkeeper.chaos.runner_mode import _KILLS, KINDS, kill_plan
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionView
+from turnkeeper.host_reports import HostEvent
 from turnkeeper.kernel.session import HostEventsJournaled, SessionEvent
-from turnkeeper.kernel.session.records import HostEvent
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 TURN = "turn-0123456789abcdef"

@@ -16,6 +16,7 @@ from pydantic import JsonValue
 from tests.effects.support import of_type, session_events
 from turnkeeper.effects import ApplyResult, EffectProvider, Readback
 from turnkeeper.errors import Aborted, InvalidArgument, NotFound
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.kernel.model import GateStatus
 from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.kernel.session import (
@@ -25,7 +26,6 @@ from turnkeeper.kernel.session import (
     EffectReadback,
     LeaseToken,
     NextTurn,
-    ProcessIdentity,
     ReceiptSuccess,
     RecordEffectIntended,
     RecordEffectResolved,
@@ -128,7 +128,7 @@ def make_bed(tmp_path: Path) -> Iterator[Any]:
             spec=spec,
             contract=DEFAULT_CONTRACT,
         )
-        process = ProcessIdentity(pid=1, start_fingerprint="boot:1", marker=TURN)
+        process = ProcessIdentity(pid=1, start_time=1, boot_id="boot", marker=TURN)
         receipt = ReceiptSuccess(result={"effects": effects})
         for command in (
             AcceptTurn(lease=token, envelope=envelope),

@@ -147,7 +147,7 @@ def test_a_host_runs_in_its_turn_cgroup_and_everything_ends_with_the_turn(
     outcome = run.wait(20)
     assert outcome.succeeded, outcome.message
     assert outcome.containment == "cgroup"
-    lines = [e.data["text"] for e in run.events(0)]
+    lines = [str(e.data["text"]) for e in run.events(0)]
     name = cgroups.turn_cgroup_name(request.turn_id)
     assert any(
         line.startswith("0::") and line.endswith(f"/{cgroups.TURNS_DIR}/{name}") for line in lines

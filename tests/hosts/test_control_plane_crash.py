@@ -17,7 +17,8 @@ import textwrap
 from pathlib import Path
 
 from tests.hosts.conftest import MakeRequest, gone, wait_until
-from turnkeeper.hosts import ProcessIdentity, process_tree
+from turnkeeper.host_reports import ProcessIdentity
+from turnkeeper.hosts import process_tree
 
 CONTROL_PLANE = textwrap.dedent(
     """

@@ -35,7 +35,7 @@ def test_the_turn_runs_once_on_the_first_read_and_binds_a_handle(
     assert run.identity.marker == request.turn_id
 
     events = [(e.seq, e.kind, e.data) for e in run.events(0)]
-    handle = events[0][2]["handle"]
+    handle = str(events[0][2]["handle"])
     assert handle.startswith("t-")
     assert events == [
         (1, "session.bound", {"handle": handle, "resumed": False}),

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from turnkeeper.hosts import HostErrorKind, HostOutcome, HostStatus, ProcessIdentity, TurnRequest
+from turnkeeper.host_reports import ProcessIdentity
+from turnkeeper.hosts import HostErrorKind, HostOutcome, HostStatus, TurnRequest
 from turnkeeper.hosts._events import EventLog, ProtocolError, dig, parse_jsonl_line
 
 
@@ -45,7 +46,8 @@ def test_parse_jsonl_line_shapes() -> None:
     assert parse_jsonl_line(b'{"kind": "message", "data": {"a": 1}}') == ("message", {"a": 1})
     assert parse_jsonl_line(b'{"type": "x", "v": 2}') == ("x", {"type": "x", "v": 2})
     assert parse_jsonl_line(b"   ") is None
-    for bad in [b"{", b"[1]", b'{"kind": 1}', b"\xff\xfe"]:
+    too_long = b'{"kind": "' + b"k" * 201 + b'", "data": {}}'
+    for bad in [b"{", b"[1]", b'{"kind": 1}', b"\xff\xfe", too_long, b'{"type": ""}']:
         with pytest.raises(ProtocolError):
             parse_jsonl_line(bad)
     assert dig({"a": {"b": "c"}}, "a.b") == "c"

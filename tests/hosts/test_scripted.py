@@ -69,7 +69,7 @@ def test_edits_files_binds_a_handle_and_resumes(
     ]
     command = next(e for e in first.events(0) if e.kind == "command")
     assert command.data["exit_code"] == 0
-    assert command.data["output"].strip() == "2"
+    assert str(command.data["output"]).strip() == "2"
     handle = outcome.host_session_handle
     assert handle is not None
     assert handle.startswith("scripted-")
@@ -219,6 +219,7 @@ def test_sigkilled_host_leaves_a_setsid_child_that_kill_turn_processes_ends(
     r = load_host("scripted", config).start(request)
     wait_until((workspace / ".turnkeeper-pause" / "here").exists, what="pause")
     sleep_pid = next(e for e in r.events(0) if e.kind == "command").data["pid"]
+    assert isinstance(sleep_pid, int)
     sleep_start = process_tree.read_stat(sleep_pid).start_time  # type: ignore[union-attr]
 
     os.kill(r.identity.pid, signal.SIGKILL)  # the host, which this test started

@@ -12,9 +12,12 @@ import turnkeeper.kernel as kernel_pkg
 
 PACKAGE_ROOT = Path(turnkeeper.__file__).parent
 KERNEL_ROOT = Path(kernel_pkg.__file__).parent
-# What the kernel may import from turnkeeper: itself, the error taxonomy and the words
-# it shares with the hosts.
-ALLOWED_INSIDE = {"turnkeeper.kernel", "turnkeeper.errors", "turnkeeper.vocabulary"}
+# What the kernel may import from turnkeeper: itself, the error taxonomy, and the words
+# and the records it shares with the hosts.
+ALLOWED_INSIDE = {
+    *("turnkeeper.kernel", "turnkeeper.errors", "turnkeeper.vocabulary"),
+    "turnkeeper.host_reports",
+}
 IMPURE = {
     *("random", "secrets", "time", "os", "subprocess", "socket", "pickle", "sqlite3"),
     *("pathlib", "shutil", "tempfile", "urllib", "http", "sqlalchemy", "psycopg"),

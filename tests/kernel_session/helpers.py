@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.kernel.session import (
     AcceptTurn,
     AcquireLease,
@@ -17,7 +18,6 @@ from turnkeeper.kernel.session import (
     InteractionContract,
     LeaseToken,
     NextTurn,
-    ProcessIdentity,
     ReceiptFailure,
     ReceiptSuccess,
     RecordHostStarted,
@@ -130,7 +130,7 @@ def envelope(h: Harness, turn_id: str, next_turn: NextTurn | None = None) -> Tur
 
 
 def proc(pid: int = 4242) -> ProcessIdentity:
-    return ProcessIdentity(pid=pid, start_fingerprint=f"boot-{pid}", marker=f"tk-{pid}")
+    return ProcessIdentity(pid=pid, start_time=pid, boot_id=f"boot-{pid}", marker=f"tk-{pid}")
 
 
 def accept(h: Harness, turn_id: str, next_turn: NextTurn | None = None) -> list[SessionEvent]:

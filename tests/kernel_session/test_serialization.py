@@ -3,6 +3,7 @@ tests/kernel/test_purity.py)."""
 
 from __future__ import annotations
 
+import json
 import typing
 
 import pytest
@@ -24,13 +25,14 @@ from tests.kernel_session.helpers import (
     start_host,
 )
 from turnkeeper.errors import DataLoss
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.kernel.session import (
     SESSION_COMMAND_ADAPTER,
     SESSION_EVENT_ADAPTER,
+    SESSION_EVENT_SCHEMA_VERSION,
     AcquireLease,
     CompleteTurn,
     EffectReadback,
-    HostEvent,
     LossProof,
     ProbedFacts,
     ProcessProbe,
@@ -173,10 +175,41 @@ def test_every_event_type_round_trips_losslessly() -> None:
         text = event_to_json(event)
         assert event_from_json(text) == event
         assert event_to_json(event_from_json(text)) == text
-        assert event.schema_version == 1
+        assert event.schema_version == SESSION_EVENT_SCHEMA_VERSION == 2
     rebuilt = fold_session(event_from_json(event_to_json(e)) for e in h.events)
     assert rebuilt == h.s
     assert SessionState.model_validate_json(h.s.model_dump_json()) == h.s
+
+
+def test_version_1_streams_still_fold_with_the_same_process_identity() -> None:
+    """Version 1 journaled a host process as ``start_fingerprint``; the same stream,
+    written that way, folds to the state version 2 records."""
+    h = new_session()
+    accept(h, "t1")
+    start_host(h, "t1")  # the host process is helpers.proc(): pid 4242
+    v1_lines = []
+    for event in h.events:
+        data = json.loads(event_to_json(event))
+        data["schema_version"] = 1
+        if data["type"] == "turn.host_started":
+            process = data["process"]
+            fingerprint = f"{process.pop('boot_id')}:{process.pop('start_time')}"
+            data["process"] = {**process, "start_fingerprint": fingerprint}
+        v1_lines.append(json.dumps(data))
+    assert '"start_fingerprint":"boot-4242:4242"' in "".join(v1_lines).replace(" ", "")
+    old = [event_from_json(line) for line in v1_lines]
+    assert fold_session(old) == h.s
+    assert h.s.in_flight is not None
+    assert h.s.in_flight.process == ProcessIdentity(
+        pid=4242, start_time=4242, boot_id="boot-4242", marker="tk-4242"
+    )
+    # Rewritten, it is version 2: the identity's own fields, no fingerprint.
+    assert "start_fingerprint" not in event_to_json(old[-1])
+    for broken in ("no-colon", "boot:x", ":12"):
+        with pytest.raises(ValidationError, match="start_fingerprint"):
+            ProcessIdentity.model_validate(
+                {"pid": 1, "start_fingerprint": broken, "marker": "tk-1"}
+            )
 
 
 def _event_classes() -> list[type[BaseModel]]:

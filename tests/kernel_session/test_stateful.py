@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.kernel_session.helpers import CONTRACT, GOAL, HOST, SID, T0, proc
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.host_reports import HostEvent
 from turnkeeper.kernel.session import (
     AbandonTurn,
     AcceptTurn,
@@ -22,7 +23,6 @@ from turnkeeper.kernel.session import (
     CompleteTurn,
     CreateSession,
     GoalView,
-    HostEvent,
     HostEventsJournaled,
     HostRecoveryRecord,
     HostStarted,

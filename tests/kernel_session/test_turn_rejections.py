@@ -23,10 +23,10 @@ from tests.kernel_session.helpers import (
     success,
 )
 from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument
+from turnkeeper.host_reports import HostEvent
 from turnkeeper.kernel.session import (
     AcceptTurn,
     CompleteTurn,
-    HostEvent,
     ProposalDecision,
     RecordEffects,
     RecordHostEvents,

@@ -21,13 +21,13 @@ from tests.kernel_session.helpers import (
     success,
 )
 from turnkeeper.errors import AlreadyExists, InvalidArgument, NotFound
+from turnkeeper.host_reports import HostEvent
 from turnkeeper.kernel.session import (
     AcceptTurn,
     CompleteTurn,
     CreateSession,
     EffectRef,
     EffectsRecorded,
-    HostEvent,
     HostEventsJournaled,
     HostStarted,
     ProposalDecision,

@@ -11,7 +11,8 @@ import pytest
 
 from tests.runner.conftest import Project, gone, wait_until
 from turnkeeper.errors import FailedPrecondition
-from turnkeeper.hosts import MARKER_ENV, HostStatus, ProcessIdentity, process_tree
+from turnkeeper.host_reports import ProcessIdentity
+from turnkeeper.hosts import MARKER_ENV, HostStatus, process_tree
 from turnkeeper.runner import prove_hosts_ended
 from turnkeeper.runner.journal import Journal
 from turnkeeper.runner.paths import RunnerPaths

@@ -18,16 +18,8 @@ import pytest
 
 from tests.usage.project import wait_for
 from turnkeeper.errors import NotFound
-from turnkeeper.hosts import (
-    Host,
-    HostEvent,
-    HostOutcome,
-    HostStatus,
-    KillReport,
-    ProcessIdentity,
-    TurnRequest,
-    process_tree,
-)
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
+from turnkeeper.hosts import Host, HostOutcome, HostStatus, KillReport, TurnRequest, process_tree
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
 from turnkeeper.runtime.controller import Controller, ControllerConfig

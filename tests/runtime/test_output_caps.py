@@ -22,16 +22,8 @@ import pytest
 
 from tests.runtime.inprocess_host import InProcessHost
 from turnkeeper.errors import NotFound
-from turnkeeper.hosts import (
-    Host,
-    HostEvent,
-    HostOutcome,
-    HostStatus,
-    KillReport,
-    ProcessIdentity,
-    TurnRequest,
-    process_tree,
-)
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
+from turnkeeper.hosts import Host, HostOutcome, HostStatus, KillReport, TurnRequest, process_tree
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.output_cap import OVERFLOW_EVENTS, TRUNCATED_KIND
 from turnkeeper.hosts.subprocess_host import SubprocessHost

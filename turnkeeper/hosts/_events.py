@@ -8,7 +8,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from turnkeeper.hosts.base import HostEvent, TurnLimits
+from turnkeeper.host_reports import ID_MAX_CHARS, HostEvent
+from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.output_cap import TRUNCATED_KIND, OutputCap, carries_meaning
 
 
@@ -165,11 +166,18 @@ def parse_jsonl_line(line: bytes) -> tuple[str, dict[str, Any]] | None:
         raise ProtocolError(f"not a JSON object but {type(obj).__name__}")
     kind, data = obj.get("kind"), obj.get("data")
     if isinstance(kind, str) and isinstance(data, dict):
-        return kind, data
+        return _recordable(kind), data
     type_ = obj.get("type")
     if isinstance(type_, str):
-        return type_, obj
+        return _recordable(type_), obj
     raise ProtocolError('object has neither "kind"+"data" nor a string "type"')
+
+
+def _recordable(kind: str) -> str:
+    # The journal records a kind as an id: a host may not name one it would refuse.
+    if not kind or len(kind) > ID_MAX_CHARS:
+        raise ProtocolError(f"an event kind must have 1 to {ID_MAX_CHARS} characters")
+    return kind
 
 
 def dig(data: dict[str, Any], dotted: str) -> Any:

@@ -6,6 +6,8 @@ calls :meth:`Host.start`, records :attr:`HostRun.identity`, consumes
 :class:`HostOutcome` of :meth:`HostRun.wait` as the turn's receipt.
 
 Every model here is frozen JSON-able pydantic so it can go into the journal as is.
+The process identity and the events are the kernel's own records
+(:mod:`turnkeeper.host_reports`): what a host reports is journaled unconverted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from turnkeeper.errors import FailedPrecondition
+
+# Named from here by the hosts, as the rest of the contract.
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.vocabulary import HostErrorKind, HostStatus, TurnKind
 
 #: The environment variable that marks every process of a turn. It is inherited by
@@ -78,36 +83,6 @@ class TurnRequest(BaseModel):
         environment, which the process has already and which must not be copied into
         files or transcripts an agent writes."""
         return self.model_dump(mode="json", exclude={"inherited_env"})
-
-
-class HostEvent(BaseModel):
-    """One item of a turn's event stream. ``seq`` starts at 1 and has no gaps."""
-
-    model_config = ConfigDict(frozen=True)
-
-    seq: int = Field(ge=1)
-    kind: str
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-class ProcessIdentity(BaseModel):
-    """A process, named so that a recycled pid can never pass for it.
-
-    ``start_time`` is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot) and
-    ``boot_id`` is ``/proc/sys/kernel/random/boot_id``: a pid is only ours if both
-    still match. ``marker`` is the turn id carried in ``TURNKEEPER_TURN_ID``.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    pid: int = Field(gt=0)
-    start_time: int = Field(ge=0)
-    boot_id: str
-    marker: str
-
-    @property
-    def fingerprint(self) -> str:
-        return f"{self.boot_id}:{self.start_time}"
 
 
 class KilledProcess(BaseModel):

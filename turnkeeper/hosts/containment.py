@@ -31,8 +31,9 @@ import os
 import threading
 from typing import Literal
 
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.hosts import cgroups, subreaper
-from turnkeeper.hosts.base import HostSpawnFailed, ProcessIdentity
+from turnkeeper.hosts.base import HostSpawnFailed
 from turnkeeper.hosts.cgroups import CgroupUnavailableError, TurnCgroup
 
 log = logging.getLogger(__name__)

@@ -38,16 +38,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from turnkeeper.errors import NotFound, Unavailable
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts._events import EventLog
-from turnkeeper.hosts.base import (
-    Host,
-    HostEvent,
-    HostOutcome,
-    KillReport,
-    ProcessIdentity,
-    TurnRequest,
-)
+from turnkeeper.hosts.base import Host, HostOutcome, KillReport, TurnRequest
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 Emit = Callable[[str, dict[str, Any]], None]

@@ -36,8 +36,9 @@ import time
 from collections.abc import Container
 
 from turnkeeper.errors import InvalidArgument, NotFound
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.hosts import cgroups, containment, subreaper
-from turnkeeper.hosts.base import KilledProcess, KillReport, ProcessIdentity
+from turnkeeper.hosts.base import KilledProcess, KillReport
 from turnkeeper.hosts.procfs import (
     PROC,
     ProcStat,

@@ -51,6 +51,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnkeeper.errors import InvalidArgument, Unavailable
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import containment, process_tree
 from turnkeeper.hosts._events import (
     EventLog,
@@ -61,14 +62,7 @@ from turnkeeper.hosts._events import (
     parse_jsonl_line,
 )
 from turnkeeper.hosts._pipes import serve
-from turnkeeper.hosts.base import (
-    HostEvent,
-    HostOutcome,
-    HostSpawnFailed,
-    KillReport,
-    ProcessIdentity,
-    TurnRequest,
-)
+from turnkeeper.hosts.base import HostOutcome, HostSpawnFailed, KillReport, TurnRequest
 from turnkeeper.hosts.completion import (
     DEFAULT_COMPLETION_RULE,
     DEFAULT_DONE_MARKER,

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from turnkeeper.errors import NotFound, Unavailable
-from turnkeeper.hosts.base import HostEvent, KillReport, ProcessIdentity, TurnRequest
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
+from turnkeeper.hosts.base import KillReport, TurnRequest
 from turnkeeper.runner.paths import RunnerPaths, connect_unix
 from turnkeeper.runner.protocol import (
     MAX_REPLY_BYTES,

@@ -15,14 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from turnkeeper.errors import Unavailable
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import process_tree
-from turnkeeper.hosts.base import (
-    HostEvent,
-    HostOutcome,
-    KillReport,
-    ProcessIdentity,
-    TurnRequest,
-)
+from turnkeeper.hosts.base import HostOutcome, KillReport, TurnRequest
 from turnkeeper.runner.client import RunnerClient
 from turnkeeper.runner.protocol import TurnEnd
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from turnkeeper.errors import AlreadyExists, NotFound
-from turnkeeper.hosts.base import HostEvent, ProcessIdentity
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.runner.protocol import TurnEnd, TurnInfo
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnkeeper.errors import PermissionDenied
-from turnkeeper.hosts.base import ProcessIdentity
+from turnkeeper.host_reports import ProcessIdentity
 
 RUNNER_DIR_NAME = "runner"
 # sun_path holds 108 bytes; past this a path is reached through an open directory.

@@ -26,8 +26,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.errors import FailedPrecondition
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.hosts import process_tree
-from turnkeeper.hosts.base import KilledProcess, ProcessIdentity
+from turnkeeper.hosts.base import KilledProcess
 from turnkeeper.runner.journal import Journal
 from turnkeeper.runner.paths import RunnerPaths
 

@@ -26,13 +26,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from turnkeeper.errors import ERROR_CLASSES, ErrorCode, InvalidArgument, TurnkeeperError
-from turnkeeper.hosts.base import (
-    HostEvent,
-    HostOutcome,
-    HostSpawnFailed,
-    ProcessIdentity,
-    TurnRequest,
-)
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
+from turnkeeper.hosts.base import HostOutcome, HostSpawnFailed, TurnRequest
 
 MAX_FRAME_BYTES = 1024 * 1024
 # Runner frames: one host event or outcome (a result may be 1 MiB, a line 8 MiB).

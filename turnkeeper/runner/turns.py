@@ -28,12 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import AlreadyExists, FailedPrecondition, TurnkeeperError, Unavailable
+from turnkeeper.host_reports import HostEvent
 from turnkeeper.hosts import process_tree
-from turnkeeper.hosts.base import (
-    HostEvent,
-    HostOutcome,
-    HostRun,
-)
+from turnkeeper.hosts.base import HostOutcome, HostRun
 from turnkeeper.hosts.registry import load_host
 from turnkeeper.runner.journal import Journal
 from turnkeeper.runner.protocol import Ack, Close, Kill, StartTurn, TurnEnd, command_digest

@@ -28,10 +28,10 @@ from typing import Any
 from turnkeeper.crashpoints import crash_point
 from turnkeeper.effects import ProviderLoader, load_provider, split_host_config
 from turnkeeper.errors import TurnkeeperError, Unavailable
+from turnkeeper.host_reports import HostEvent
 from turnkeeper.hosts import (
     Host,
     HostErrorKind,
-    HostEvent,
     HostOutcome,
     HostRun,
     HostSpawnFailed,
@@ -39,7 +39,6 @@ from turnkeeper.hosts import (
     TurnRequest,
     load_host,
 )
-from turnkeeper.hosts import ProcessIdentity as HostProcess
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.output_cap import (
     TRUNCATED_KIND,
@@ -47,7 +46,6 @@ from turnkeeper.hosts.output_cap import (
     carries_meaning,
 )
 from turnkeeper.kernel.proposals import ClaimTodo
-from turnkeeper.kernel.session import HostEvent as JournaledEvent
 from turnkeeper.kernel.session import (
     HostRecoveryRecord,
     InteractionContract,
@@ -61,7 +59,6 @@ from turnkeeper.kernel.session import (
     TurnEnvelope,
     plan_effects,
 )
-from turnkeeper.kernel.session import ProcessIdentity as JournaledProcess
 from turnkeeper.kernel.session.records import (
     ReceiptFailure,
     ReceiptSuccess,
@@ -134,12 +131,6 @@ class TurnResult:
     turn_id: str
     succeeded: bool
     outcome: HostOutcome
-
-
-def to_journaled(identity: HostProcess) -> JournaledProcess:
-    return JournaledProcess(
-        pid=identity.pid, start_fingerprint=identity.fingerprint, marker=identity.marker
-    )
 
 
 def _spawn_failure(error: TurnkeeperError) -> HostOutcome:
@@ -255,7 +246,7 @@ class TurnDriver:
                 lease=self._token(sid),
                 turn_id=envelope.turn_id,
                 host_kind=session.host_kind,
-                process=to_journaled(run.identity),
+                process=run.identity,
             ),
             durable=False,  # the recovery table finds the process by marker if this is lost
         )
@@ -276,7 +267,7 @@ class TurnDriver:
                     lease=self._token(sid),
                     turn_id=turn.envelope.turn_id,
                     host_kind=session.host_kind,
-                    process=to_journaled(attached.run.identity),
+                    process=attached.run.identity,
                 ),
             )
         return self._follow(session, turn.envelope, attached.run, after_seq=attached.after_seq)
@@ -454,7 +445,7 @@ class TurnDriver:
             ),
             None,
         )
-        events = tuple(JournaledEvent(seq=e.seq, kind=e.kind, data=e.data) for e in batch)
+        events = tuple(batch)  # the host's own records, journaled as they are
         command = RecordHostEvents(
             lease=self._token(sid), turn_id=turn_id, events=events, host_session_handle=handle
         )

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from turnkeeper.hosts import HostEvent
+from turnkeeper.host_reports import HostEvent
 
 # Events per journal commit at most (a chatty host).
 EVENT_BATCH: Final = 100

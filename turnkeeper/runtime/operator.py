@@ -20,7 +20,6 @@ from turnkeeper.kernel.session import SessionState, SetStatus
 from turnkeeper.kernel.session.events import StatusAction
 from turnkeeper.runtime.claims import release_session_claims
 from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.recovery import host_identity
 from turnkeeper.store.base import EventStore
 
 _RESUMABLE = frozenset({"suspended", "crashed", "ready", "running"})
@@ -54,9 +53,7 @@ class OperatorActions:
             if turn is not None:
                 # Ended before the turn is abandoned: a host that outlived its turn's
                 # record would go on changing the workspace with nobody watching.
-                report = process_tree.kill_turn_processes(
-                    turn.envelope.turn_id, host_identity(turn.process)
-                )
+                report = process_tree.kill_turn_processes(turn.envelope.turn_id, turn.process)
                 killed = [k.pid for k in report.killed]
             done = self._status(sid, "stop", reason)
             released = release_session_claims(self._controller.goals, done.goal_id, sid)

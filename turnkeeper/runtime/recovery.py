@@ -31,7 +31,6 @@ from pydantic import JsonValue
 
 from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import FailedPrecondition
-from turnkeeper.hosts import ProcessIdentity as HostProcess
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel import audit
 from turnkeeper.kernel.limits import TITLE_MAX_CHARS
@@ -42,7 +41,7 @@ from turnkeeper.kernel.session import (
     ResolveHostRecovery,
     SessionState,
 )
-from turnkeeper.kernel.session.records import LossProof, ProcessIdentity, ReceiptFailure
+from turnkeeper.kernel.session.records import LossProof, ReceiptFailure
 from turnkeeper.kernel.session.recovery import resolve_host_recovery
 from turnkeeper.kernel.session.report import (
     ProbedFacts,
@@ -57,24 +56,6 @@ from turnkeeper.runtime.runner_link import Reattached, RunnerLink
 from turnkeeper.runtime.sessions import SessionService
 from turnkeeper.runtime.snapshots import artifact_path
 from turnkeeper.runtime.workspace import probe_workspace
-
-
-def host_identity(process: ProcessIdentity | None) -> HostProcess | None:
-    """The journaled identity of a host process as the process tracker names it."""
-    if process is None:
-        return None
-    boot_id, _, start_time = process.start_fingerprint.rpartition(":")
-    if not start_time.isdigit():
-        return None  # not a fingerprint we wrote: nothing to signal by it
-    return HostProcess(
-        pid=process.pid, start_time=int(start_time), boot_id=boot_id, marker=process.marker
-    )
-
-
-def _probe_process(process: ProcessIdentity) -> bool:
-    """Is the recorded host process still the one we started, and alive?"""
-    identity = host_identity(process)
-    return identity is not None and process_tree.is_alive(identity)
 
 
 def host_session_lost(session: SessionState) -> bool:
@@ -185,7 +166,7 @@ class SessionRecovery:
         turn_id = turn.envelope.turn_id
         alive = False
         if turn.process is not None:
-            alive = _probe_process(turn.process)
+            alive = process_tree.is_alive(turn.process)  # still the one we started?
             probes.append(ProcessProbe(process=turn.process, alive=alive))
         # A dead runner's hosts are accounted for first: each ended, or blocked where
         # its pid now names another process (never signalled).

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
-    from turnkeeper.hosts import HostEvent
+    from turnkeeper.host_reports import HostEvent
     from turnkeeper.kernel.session import TurnEnvelope
 
 # Event kinds that carry what the agent says, and the field holding the text.

@@ -31,11 +31,14 @@ SESSION_KIND = "session"
 
 
 def _session_event_versions() -> dict[str, frozenset[int]]:
-    # Every session event is at schema version 1 today; read the types off the union
-    # so a new event class is covered without editing a table.
+    # Read the types and versions off the union's Literal annotations (as the goal
+    # kernel's table is), so a new event class or version is covered without a table.
     union = typing.get_args(typing.get_args(SessionEvent)[0])
     return {
-        typing.get_args(cls.model_fields["type"].annotation)[0]: frozenset({1}) for cls in union
+        typing.get_args(cls.model_fields["type"].annotation)[0]: frozenset(
+            typing.get_args(cls.model_fields["schema_version"].annotation)
+        )
+        for cls in union
     }
 
 

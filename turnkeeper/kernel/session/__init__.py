@@ -5,6 +5,7 @@ typed rejection that emits nothing), ``evolve_session``/``fold_session`` fold ev
 :class:`SessionState`. Nothing here does I/O, reads the clock or draws randomness.
 """
 
+from turnkeeper.kernel.session._model import SESSION_EVENT_SCHEMA_VERSION
 from turnkeeper.kernel.session.commands import (
     SESSION_COMMAND_ADAPTER,
     AbandonTurn,
@@ -94,10 +95,8 @@ from turnkeeper.kernel.session.records import (
     EffectOutcome,
     EffectReadback,
     EffectRef,
-    HostEvent,
     HostRecoveryRecord,
     LossProof,
-    ProcessIdentity,
     ProposalDecision,
     Receipt,
     ReceiptFailure,
@@ -137,6 +136,7 @@ __all__ = [
     "MAX_EFFECTS_PER_TURN",
     "SESSION_COMMAND_ADAPTER",
     "SESSION_EVENT_ADAPTER",
+    "SESSION_EVENT_SCHEMA_VERSION",
     "UNBOUND_RESTORED_TURN_LOST",
     "AbandonTurn",
     "AcceptTurn",
@@ -154,7 +154,6 @@ __all__ = [
     "EffectsRecorded",
     "GoalView",
     "HostErrorKind",
-    "HostEvent",
     "HostEventsJournaled",
     "HostRecoveryRecord",
     "HostStarted",
@@ -171,7 +170,6 @@ __all__ = [
     "PendingRecovery",
     "PlannedEffect",
     "ProbedFacts",
-    "ProcessIdentity",
     "ProcessProbe",
     "ProgressPolicy",
     "ProposalDecision",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, JsonValue
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, JsonValue
 
 from turnkeeper.kernel.limits import RecordedId, RecordedText, RecordedTitle
 
@@ -36,3 +36,17 @@ class KernelModel(BaseModel):
     """Immutable, closed-shape model: unknown fields fail closed instead of being dropped."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# 2: a host process is journaled as pid, start_time, boot_id and marker (version 1
+# wrote ``start_fingerprint: "<boot_id>:<start_time>"``, still read: see
+# turnkeeper/host_reports.py). Every session event moved to 2 at once, so code that
+# reads only 1 refuses a newer stream by its version instead of failing to decode it.
+SESSION_EVENT_SCHEMA_VERSION: Final = 2
+
+
+class SessionEventBase(KernelModel):
+    """What every event of a session stream carries (its operations' events too)."""
+
+    schema_version: Literal[1, 2] = SESSION_EVENT_SCHEMA_VERSION
+    at: AwareDatetime

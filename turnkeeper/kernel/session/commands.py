@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
 
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import TurnEnvelope
@@ -15,9 +16,7 @@ from turnkeeper.kernel.session.operation_model import OperationKind, OperationSt
 from turnkeeper.kernel.session.records import (
     EffectReadback,
     EffectRef,
-    HostEvent,
     LossProof,
-    ProcessIdentity,
     ProposalDecision,
     Receipt,
     SnapshotRef,

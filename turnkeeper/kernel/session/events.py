@@ -7,7 +7,14 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, TypeAdapter
 
-from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
+from turnkeeper.kernel.session._model import (
+    Id,
+    JsonDict,
+    SessionEventBase,
+    ShortText,
+    UuidStr,
+)
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import (
     NextTurn,
@@ -22,9 +29,7 @@ from turnkeeper.kernel.session.operation_model import (
 from turnkeeper.kernel.session.records import (
     EffectReadback,
     EffectRef,
-    HostEvent,
     LossProof,
-    ProcessIdentity,
     ProposalDecision,
     Receipt,
     SnapshotRef,
@@ -38,12 +43,7 @@ MAX_HOST_EVENTS_PER_BATCH = 1_000
 StatusAction = Literal["stop", "suspend", "resume", "mark_crashed", "close"]
 
 
-class _Event(KernelModel):
-    schema_version: int = 1
-    at: AwareDatetime
-
-
-class SessionCreated(_Event):
+class SessionCreated(SessionEventBase):
     type: Literal["session.created"] = "session.created"
     session_id: UuidStr
     goal_id: Id
@@ -61,39 +61,39 @@ class SessionCreated(_Event):
     site: Id | None = None
 
 
-class LeaseAcquired(_Event):
+class LeaseAcquired(SessionEventBase):
     type: Literal["session.lease_acquired"] = "session.lease_acquired"
     owner: Id
     epoch: int = Field(ge=1)
     expires_at: AwareDatetime
 
 
-class LeaseRenewed(_Event):
+class LeaseRenewed(SessionEventBase):
     type: Literal["session.lease_renewed"] = "session.lease_renewed"
     owner: Id
     epoch: int = Field(ge=1)
     expires_at: AwareDatetime
 
 
-class LeaseReleased(_Event):
+class LeaseReleased(SessionEventBase):
     type: Literal["session.lease_released"] = "session.lease_released"
     owner: Id
     epoch: int = Field(ge=1)
 
 
-class StatusChanged(_Event):
+class StatusChanged(SessionEventBase):
     type: Literal["session.status_changed"] = "session.status_changed"
     action: StatusAction
     status: SessionStatus
     reason: ShortText
 
 
-class TurnAccepted(_Event):
+class TurnAccepted(SessionEventBase):
     type: Literal["turn.accepted"] = "turn.accepted"
     envelope: TurnEnvelope
 
 
-class HostStarted(_Event):
+class HostStarted(SessionEventBase):
     type: Literal["turn.host_started"] = "turn.host_started"
     turn_id: Id
     host_kind: Id
@@ -101,7 +101,7 @@ class HostStarted(_Event):
     host_session_handle: Id | None = None
 
 
-class HostEventsJournaled(_Event):
+class HostEventsJournaled(SessionEventBase):
     type: Literal["turn.host_events"] = "turn.host_events"
     turn_id: Id
     events: tuple[HostEvent, ...] = Field(min_length=1, max_length=MAX_HOST_EVENTS_PER_BATCH)
@@ -109,13 +109,13 @@ class HostEventsJournaled(_Event):
     host_session_handle: Id | None = None
 
 
-class ReceiptRecorded(_Event):
+class ReceiptRecorded(SessionEventBase):
     type: Literal["turn.receipt_recorded"] = "turn.receipt_recorded"
     turn_id: Id
     receipt: Receipt
 
 
-class WrittenBack(_Event):
+class WrittenBack(SessionEventBase):
     type: Literal["turn.written_back"] = "turn.written_back"
     turn_id: Id
     accepted: tuple[ProposalDecision, ...] = ()
@@ -125,7 +125,7 @@ class WrittenBack(_Event):
     progress: bool | None = None
 
 
-class EffectIntended(_Event):
+class EffectIntended(SessionEventBase):
     """Step 6, before the provider is called: the effect's identity and request."""
 
     type: Literal["turn.effect_intended"] = "turn.effect_intended"
@@ -136,7 +136,7 @@ class EffectIntended(_Event):
     request: JsonDict
 
 
-class EffectResolved(_Event):
+class EffectResolved(SessionEventBase):
     """Step 6, after readback: ``applied``, or ``indeterminate`` (never retried)."""
 
     type: Literal["turn.effect_resolved"] = "turn.effect_resolved"
@@ -148,7 +148,7 @@ class EffectResolved(_Event):
     apply_called: bool
 
 
-class EffectRejected(_Event):
+class EffectRejected(SessionEventBase):
     """An effect refused before any provider call: it was never applied."""
 
     type: Literal["turn.effect_rejected"] = "turn.effect_rejected"
@@ -160,19 +160,19 @@ class EffectRejected(_Event):
     detail: ShortText = ""
 
 
-class EffectsRecorded(_Event):
+class EffectsRecorded(SessionEventBase):
     type: Literal["turn.effects_recorded"] = "turn.effects_recorded"
     turn_id: Id
     effects: tuple[EffectRef, ...] = Field(default=(), max_length=MAX_EFFECTS_PER_TURN)
 
 
-class TurnCompleted(_Event):
+class TurnCompleted(SessionEventBase):
     type: Literal["turn.completed"] = "turn.completed"
     turn_id: Id
     snapshot: SnapshotRef
 
 
-class TurnFailed(_Event):
+class TurnFailed(SessionEventBase):
     type: Literal["turn.failed"] = "turn.failed"
     turn_id: Id
     failed_phase: Literal["host_execute"] = "host_execute"
@@ -180,7 +180,7 @@ class TurnFailed(_Event):
     message: ShortText = ""
 
 
-class TurnLost(_Event):
+class TurnLost(SessionEventBase):
     type: Literal["turn.lost"] = "turn.lost"
     turn_id: Id
     cause: Literal["lost_on_restore"] = "lost_on_restore"
@@ -190,19 +190,19 @@ class TurnLost(_Event):
     next: NextTurn | None
 
 
-class TurnAbandoned(_Event):
+class TurnAbandoned(SessionEventBase):
     type: Literal["turn.abandoned"] = "turn.abandoned"
     turn_id: Id
     reason: ShortText
 
 
-class RecoveryResolved(_Event):
+class RecoveryResolved(SessionEventBase):
     type: Literal["turn.recovery_resolved"] = "turn.recovery_resolved"
     turn_id: Id
     resolution: ResolvedRecovery
 
 
-class UnboundTurnRestored(_Event):
+class UnboundTurnRestored(SessionEventBase):
     """A turn the host ran but this session never bound, kept as restored history."""
 
     type: Literal["turn.unbound_restored"] = "turn.unbound_restored"
@@ -212,14 +212,14 @@ class UnboundTurnRestored(_Event):
     detail: ShortText = ""
 
 
-class SessionDiagnostic(_Event):
+class SessionDiagnostic(SessionEventBase):
     type: Literal["session.diagnostic"] = "session.diagnostic"
     code: Id
     turn_id: Id | None = None
     message: ShortText
 
 
-class RecoveryReported(_Event):
+class RecoveryReported(SessionEventBase):
     type: Literal["session.recovery_reported"] = "session.recovery_reported"
     report: RecoveryReport
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from turnkeeper.kernel.session._model import Id, KernelModel, ShortText
+from turnkeeper.kernel.session._model import Id, KernelModel, SessionEventBase, ShortText
 
 # The kinds that can be pending (create never is: see above).
 OperationKind = Literal["delete", "revert"]
@@ -48,9 +48,7 @@ class PendingOperation(KernelModel):
 # --- events ------------------------------------------------------------------------------
 
 
-class _OpEvent(KernelModel):
-    schema_version: int = 1
-    at: AwareDatetime
+class _OpEvent(SessionEventBase):
     request_id: Id
 
 

@@ -8,27 +8,12 @@ from typing import Annotated, Final, Literal, Self
 
 from pydantic import Field, JsonValue, model_validator
 
+# The host's own records, journaled as they are (re-exported for the kernel's users).
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
 from turnkeeper.vocabulary import HostErrorKind
 
 HOST_RECOVERY_SCHEMA_VERSION: Final = "turnkeeper.host_recovery.v1"
-
-
-class ProcessIdentity(KernelModel):
-    """A host process as the recovery table needs it: a pid alone can be reused, so the
-    start-time fingerprint and the turn marker identify the process across restarts."""
-
-    pid: int = Field(ge=1)
-    start_fingerprint: Id
-    marker: Id
-
-
-class HostEvent(KernelModel):
-    """One item of the host's own event stream (e.g. Codex ``item.completed``)."""
-
-    seq: int = Field(ge=1)
-    kind: Id
-    data: JsonDict = Field(default_factory=dict)
 
 
 class RecoveryBinding(KernelModel):

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.kernel.session._model import Id, KernelModel, ShortText
-from turnkeeper.kernel.session.records import ProcessIdentity
 
 # Lists are capped so a report, which the session state keeps, stays bounded in size.
 _MAX_ITEMS = 256

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
+from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
 from turnkeeper.kernel.session.effects import MAX_EFFECTS_PER_TURN
 from turnkeeper.kernel.session.envelope import (
@@ -19,12 +20,7 @@ from turnkeeper.kernel.session.envelope import (
     TurnEnvelope,
 )
 from turnkeeper.kernel.session.operation_model import PendingOperation
-from turnkeeper.kernel.session.records import (
-    EffectRef,
-    ProcessIdentity,
-    ReceiptSuccess,
-    SnapshotRef,
-)
+from turnkeeper.kernel.session.records import EffectRef, ReceiptSuccess, SnapshotRef
 from turnkeeper.kernel.session.report import RecoveryReport
 from turnkeeper.vocabulary import HostErrorKind, TurnKind
 

@@ -1,0 +1,65 @@
+"""What a host reports about its turn and the session kernel journals, defined once.
+
+A host names the process it started (:class:`ProcessIdentity`) and streams its events
+(:class:`HostEvent`); the driver hands both to the kernel as they are, and recovery
+signals the journaled identity without rebuilding it. Like :mod:`turnkeeper.vocabulary`
+this is a leaf: the hosts and the kernel import it, it imports neither.
+
+Fields are bounded as the kernel bounds what it records (a host event's kind and a
+marker are ids of at most 200 characters), so a record a host could make is one the
+log accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+ID_MAX_CHARS = 200  # the kernel's bound on every recorded id (kernel/limits.py)
+ReportedId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS)]
+
+
+class ProcessIdentity(BaseModel):
+    """A process, named so that a recycled pid can never pass for it.
+
+    ``start_time`` is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot) and
+    ``boot_id`` is ``/proc/sys/kernel/random/boot_id``: a pid is only ours if both
+    still match. ``marker`` is the turn id carried in ``TURNKEEPER_TURN_ID``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pid: int = Field(ge=1)
+    start_time: int = Field(ge=0)
+    boot_id: ReportedId
+    marker: ReportedId
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_fingerprint(cls, data: Any) -> Any:
+        # Session events of schema version 1 journaled the identity as
+        # ``start_fingerprint: "<boot_id>:<start_time>"``: read them as the same record.
+        if isinstance(data, dict) and "start_fingerprint" in data and "boot_id" not in data:
+            fingerprint = data["start_fingerprint"]
+            boot_id, _, start_time = str(fingerprint).rpartition(":")
+            if not start_time.isdigit() or not boot_id:
+                raise ValueError(f"start_fingerprint {fingerprint!r} is not <boot_id>:<ticks>")
+            rest = {k: v for k, v in data.items() if k != "start_fingerprint"}
+            return {**rest, "boot_id": boot_id, "start_time": int(start_time)}
+        return data
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.boot_id}:{self.start_time}"
+
+
+class HostEvent(BaseModel):
+    """One item of a turn's event stream (e.g. Codex ``item.completed``). ``seq``
+    starts at 1 and has no gaps."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int = Field(ge=1)
+    kind: ReportedId
+    data: dict[str, JsonValue] = Field(default_factory=dict)
