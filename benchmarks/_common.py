@@ -27,8 +27,8 @@ from rich.table import Table
 from benchmarks.noop_host import NoopHost
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.planning import goal_view
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.store import SqlEventStore
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -338,7 +338,7 @@ PROFILE_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "git subprocess (workspace probe)",
         (
             "subprocess.py",
-            "runtime/workspace.py",
+            "runtime/workspaces/workspace.py",
             "selectors",
             "_posixsubprocess",
             "select.poll",

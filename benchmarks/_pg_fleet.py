@@ -39,8 +39,8 @@ from benchmarks.real_run import (
     user_env,
 )
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import open_store
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

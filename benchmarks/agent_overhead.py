@@ -49,9 +49,9 @@ from turnkeeper.hosts.codex import build_command as codex_command
 from turnkeeper.hosts.subprocess_host import SubprocessHostConfig, turn_env
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.planning import goal_view
-from turnkeeper.runtime.project import init_project
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.services.project import init_project
+from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.store import open_store
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

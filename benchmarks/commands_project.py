@@ -26,8 +26,8 @@ from benchmarks.recovery_history import (
     record_templates,
 )
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import Project, init_project
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import Project, init_project
 from turnkeeper.store import open_store
 
 # Id space of the clones (see benchmarks.recovery_history: 1 and 2 are its own).

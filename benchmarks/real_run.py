@@ -32,8 +32,8 @@ from typing import IO, Any
 from benchmarks._common import Say, git_workspace
 from benchmarks.turn_log import read_turns
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import open_store
 
 GNU_TIME = Path("/usr/bin/time")

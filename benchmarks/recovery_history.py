@@ -21,11 +21,11 @@ from benchmarks._common import LEASE_SECONDS, Say, TurnLoop, count_events
 from benchmarks.noop_host import CrashAfterStartHost, SimulatedCrash
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel.session import NextTurn, SetStatus, plan_next_turn
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.controller_identity import owner_name
-from turnkeeper.runtime.goals import goal_stream
-from turnkeeper.runtime.planning import goal_view
-from turnkeeper.runtime.sessions import session_stream
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.control.controller_identity import owner_name
+from turnkeeper.runtime.services.goals import goal_stream
+from turnkeeper.runtime.services.sessions import session_stream
+from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.store import IndexEntry, NewEvent, SqlEventStore, open_store
 
 TEMPLATE_SESSION = "0badcafe-0000-4000-8000-000000000000"

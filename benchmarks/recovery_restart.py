@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks._common import LEASE_SECONDS, PROJECT_ROOT, Say, profile_ops
 from benchmarks.noop_host import NoopHost
-from turnkeeper.runtime.controller import Controller, ControllerConfig
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
 from turnkeeper.store import open_store
 
 

@@ -34,7 +34,7 @@ RECOVERY_POINTS = (
     "recovery.reported",  # recovery report recorded
 )
 ALL_POINTS = TURN_POINTS + RECOVERY_POINTS
-# The steps of a revert (runtime/operations.py); not in ALL_POINTS, which the turn
+# The steps of a revert (runtime/control/operations.py); not in ALL_POINTS, which the turn
 # loop reaches: a revert is its own command.
 REVERT_POINTS = (
     "revert.observed",  # generation and runtime observed; nothing written

@@ -20,9 +20,9 @@ from tests.agents.conftest import CliKit, make_repo
 from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import SessionState
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import Project, init_project
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import Project, init_project
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.store import open_store
 
 GOAL = "g"

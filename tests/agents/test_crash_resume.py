@@ -31,7 +31,7 @@ from tests.agents.conftest import (
 )
 from tests.agents.fakes import Rule, Shell, Stall, Text
 from tests.agents.project import AgentProject
-from turnkeeper.runtime.snapshots import artifact_path
+from turnkeeper.runtime.workspaces.snapshots import artifact_path
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -25,8 +25,8 @@ from tests.agents.conftest import MakeKit, git, kill_marked
 from tests.agents.fakes import Rule, Shell, Text
 from tests.agents.project import AgentProject
 from turnkeeper.kernel.session import SetStatus
-from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.snapshots import workspace_tree
+from turnkeeper.runtime.control.controller import Controller
+from turnkeeper.runtime.workspaces.snapshots import workspace_tree
 from turnkeeper.store import open_store
 
 pytestmark = pytest.mark.timeout(240)

@@ -31,11 +31,11 @@ from fastapi.testclient import TestClient
 from tests import pg
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, CriterionSpec, TodoSpec
 from turnkeeper.project_api.sessions import InProcessHosts, run_sessions
-from turnkeeper.runtime.access import AccessService, ShareMode
-from turnkeeper.runtime.controller import RunSummary
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.session_admission import create_session
+from turnkeeper.runtime.control.controller import RunSummary
+from turnkeeper.runtime.services.access import AccessService, ShareMode
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import init_project
+from turnkeeper.runtime.services.session_admission import create_session
 from turnkeeper.server.app import create_app
 from turnkeeper.store import EventStore, open_store
 

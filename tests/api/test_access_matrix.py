@@ -20,7 +20,7 @@ from fastapi.routing import APIRoute
 from tests.api.conftest import ADMIN, GOAL, ApiProject
 from turnkeeper.api.access import UndeclaredRouteError, access, app_routes
 from turnkeeper.kernel.proposals import AddMonitor, OpenGate
-from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.server.app import ROUTERS, build_app
 from turnkeeper.web import page_kind
 

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from tests.api.conftest import ApiProject, make_project, served, write_turn
-from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.turn_listing import journaled_events
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.services.turn_listing import journaled_events
 
 CHATTY = [write_turn("write a", "a.txt", "A\n", chatter=12), write_turn("write b", "b.txt", "B\n")]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tests.api.conftest import ApiProject, git
-from turnkeeper.runtime.operations import Operations
-from turnkeeper.runtime.sessions import session_stream
+from turnkeeper.runtime.control.operations import Operations
+from turnkeeper.runtime.services.sessions import session_stream
 
 
 class InjectedError(Exception):

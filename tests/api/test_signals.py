@@ -51,7 +51,7 @@ def test_metrics_change_as_turns_run(api_project: ApiProject) -> None:
     )
     # A stop while another owner holds the lease is a takeover.
     other = project.new_session("create-2")
-    from turnkeeper.runtime.controller import Controller
+    from turnkeeper.runtime.control.controller import Controller
 
     # A live lease of another controller (a run elsewhere).
     Controller(project.store, owner="ctl:elsewhere:b:p:1:1").acquire(other)

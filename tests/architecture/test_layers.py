@@ -58,6 +58,27 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 
+# runtime's own folders, lowest first: each may import only the folders before it.
+RUNTIME_ORDER = ("log", "workspaces", "services", "turn", "control")
+RUNTIME = ROOT / "runtime"
+
+
+def runtime_violations(folder: str, where: str, source: str) -> list[str]:
+    """What in ``source`` (a module of ``runtime/<folder>/``) imports a runtime folder
+    above its own (or beside it, or a module at runtime's top level)."""
+    below = RUNTIME_ORDER[: RUNTIME_ORDER.index(folder)]
+    broken: list[str] = []
+    for line, module, names in imports_of(source):
+        parts = module.split(".")
+        if parts[:2] != ["turnkeeper", "runtime"]:
+            continue
+        targets = [parts[2]] if len(parts) > 2 else names  # ``from turnkeeper.runtime import x``
+        for target in targets:
+            if target != folder and target not in below:
+                broken.append(f"{where}:{line}: runtime/{folder} may not import runtime.{target}")
+    return broken
+
+
 def package_of(path: Path) -> str:
     rel = path.relative_to(ROOT)
     return rel.parts[0].removesuffix(".py")
@@ -123,6 +144,31 @@ def test_every_module_keeps_to_its_layer() -> None:
         where = str(path.relative_to(ROOT.parent))
         broken += violations(package_of(path), where, path.read_text())
     assert broken == []
+
+
+def test_every_runtime_module_is_in_a_folder_and_keeps_to_its_order() -> None:
+    assert {p.stem for p in RUNTIME.glob("*.py")} == {"__init__"}, "put it in a folder"
+    folders = {p.name for p in RUNTIME.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(RUNTIME_ORDER)
+    broken: list[str] = []
+    for path in sorted(RUNTIME.glob("*/*.py")):
+        folder = path.relative_to(RUNTIME).parts[0]
+        where = str(path.relative_to(ROOT.parent))
+        broken += runtime_violations(folder, where, path.read_text())
+    assert broken == []
+
+
+@pytest.mark.parametrize(
+    ("folder", "source", "rule"),
+    [
+        ("log", "from turnkeeper.runtime.services.goals import GoalService\n", "runtime.services"),
+        ("turn", "def f():\n    from turnkeeper.runtime.control import worker\n", "control"),
+        ("services", "from turnkeeper.runtime import turn\n", "may not import runtime.turn"),
+    ],
+)
+def test_a_runtime_import_upward_is_caught(folder: str, source: str, rule: str) -> None:
+    (found,) = runtime_violations(folder, f"turnkeeper/runtime/{folder}/planted.py", source)
+    assert rule in found and "planted.py:" in found
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from turnkeeper.chaos.checks import GOAL, INV2, INV3, INV4, INV5, LEFTOVER
 from turnkeeper.chaos.procs import live_marked_processes
 from turnkeeper.hosts import MARKER_ENV
 from turnkeeper.kernel.session import EffectIntended
-from turnkeeper.runtime.sessions import session_stream
+from turnkeeper.runtime.services.sessions import session_stream
 from turnkeeper.store._checksum import projection_checksum
 
 NAME = "checker"

@@ -26,15 +26,15 @@ NEVER_FOR_HELP = (
     "pydantic",
     "turnkeeper.kernel",
     "turnkeeper.store",
-    "turnkeeper.runtime.goals",
-    "turnkeeper.runtime.controller",
+    "turnkeeper.runtime.services.goals",
+    "turnkeeper.runtime.control.controller",
     "turnkeeper.hosts",
     "turnkeeper.chaos",
 )
 NEVER_FOR_LISTING = (
     "turnkeeper.kernel.session",
-    "turnkeeper.runtime.sessions",
-    "turnkeeper.runtime.controller",
+    "turnkeeper.runtime.services.sessions",
+    "turnkeeper.runtime.control.controller",
     "turnkeeper.hosts",
 )
 
@@ -91,7 +91,7 @@ def test_a_listing_never_imports_the_session_kernel(args: tuple[str, ...], tmp_p
         check=True,
     )
     modules = _imported(*args, cwd=tmp_path)
-    assert "turnkeeper.runtime.session_listing" in modules
+    assert "turnkeeper.runtime.services.session_listing" in modules
     assert _among(modules, NEVER_FOR_LISTING) == []
 
 

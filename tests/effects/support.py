@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from turnkeeper.kernel.session import SessionEvent
-from turnkeeper.runtime.sessions import SESSION_CODEC, session_stream
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_stream
 from turnkeeper.store import EventStore
 
 GOAL_ID, TODO_ID, TODO_TITLE = "g", "t1", "write a"

@@ -23,12 +23,12 @@ from tests.effects.support import (
 )
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, ResolveGate, TodoSpec
 from turnkeeper.kernel.session import derive_effect_key
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.effects import effect_gate_id
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import init_project
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.effects import effect_gate_id
 from turnkeeper.store import open_store
 from turnkeeper.store.sql import SqlEventStore
 

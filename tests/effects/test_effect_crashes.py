@@ -25,10 +25,10 @@ from tests.effects.support import (
     session_events,
 )
 from turnkeeper.kernel.session import derive_effect_key
-from turnkeeper.runtime.effects import effect_gate_id
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.effects import effect_gate_id
 from turnkeeper.store import open_store
 
 TWO_EFFECTS = [

@@ -36,11 +36,11 @@ from turnkeeper.kernel.session import (
     TurnEnvelope,
     derive_effect_key,
 )
-from turnkeeper.runtime.driver import DEFAULT_CONTRACT
-from turnkeeper.runtime.effects import EffectRunner, effect_gate_id
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import init_project
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.driver import DEFAULT_CONTRACT
+from turnkeeper.runtime.turn.effects import EffectRunner, effect_gate_id
 from turnkeeper.store import open_store
 from turnkeeper.store.sql import SqlEventStore
 

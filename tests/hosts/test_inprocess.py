@@ -13,7 +13,7 @@ from turnkeeper.errors import NotFound, Unavailable
 from turnkeeper.hosts import HostErrorKind, TurnKind, TurnRequest
 from turnkeeper.hosts.inprocess import Emit, InProcessHost
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
-from turnkeeper.runtime.controller import Controller, ControllerConfig
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
 from turnkeeper.store import open_store
 
 

@@ -1,4 +1,4 @@
-"""A :class:`turnkeeper.runtime.clock.Clock` whose time passes only when a test says."""
+"""A :class:`turnkeeper.runtime.turn.clock.Clock` whose time passes only when a test says."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from tests.effects.support import git_workspace
 from turnkeeper.kernel import GoalState, decide, evolve, fold
 from turnkeeper.kernel.proposals import CreateGoal, CriterionSpec, SatisfyCriterion
 from turnkeeper.kernel.session import NextTurn, TurnEnvelope
-from turnkeeper.runtime.agent_result import AgentResult, MalformedResult, parse_result
-from turnkeeper.runtime.driver import DEFAULT_CONTRACT
-from turnkeeper.runtime.writeback import (
+from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult, parse_result
+from turnkeeper.runtime.turn.driver import DEFAULT_CONTRACT
+from turnkeeper.runtime.turn.writeback import (
     decide_write_back,
     evidence_id,
     prepare_write_back,

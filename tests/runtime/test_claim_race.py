@@ -9,7 +9,7 @@ from pathlib import Path
 
 from turnkeeper.errors import Aborted
 from turnkeeper.kernel.proposals import AddTodo, ClaimTodo, CreateGoal, TodoSpec
-from turnkeeper.runtime.goals import GoalService, utc_now
+from turnkeeper.runtime.services.goals import GoalService, utc_now
 from turnkeeper.store import open_store
 
 ROUNDS = 40

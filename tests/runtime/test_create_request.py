@@ -21,9 +21,9 @@ from typer.testing import CliRunner
 from tests.cli.conftest import Invoke, durable_digest, run_json, with_json
 from turnkeeper.cli.main import app
 from turnkeeper.errors import EXIT_CODES, AlreadyExists, ErrorCode, InvalidArgument
-from turnkeeper.runtime.operations import Operations
-from turnkeeper.runtime.request_ids import session_id_for_request
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.control.operations import Operations
+from turnkeeper.runtime.log.request_ids import session_id_for_request
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.store import open_store
 from turnkeeper.store.base import EventStore
 

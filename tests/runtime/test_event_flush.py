@@ -22,18 +22,18 @@ from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import Host, HostOutcome, HostStatus, KillReport, TurnRequest, process_tree
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.driver import TurnResult
-from turnkeeper.runtime.event_pump import (
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.driver import TurnResult
+from turnkeeper.runtime.turn.event_pump import (
     EVENT_BATCH,
     EVENT_FLUSH_SECONDS,
     TIMED_OUT,
     EventBatcher,
     EventFeed,
 )
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.planning import goal_view
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.store import open_store
 from turnkeeper.store.base import EventStore
 
@@ -173,7 +173,7 @@ class SilentHost:
 
 
 def _journaled(store: EventStore, sid: str) -> list[tuple[int, str]]:
-    from turnkeeper.runtime.turn_listing import journaled_events
+    from turnkeeper.runtime.services.turn_listing import journaled_events
 
     found, _ = journaled_events(store, sid)
     return [(e.seq, e.kind) for e in found]

@@ -1,5 +1,5 @@
 """``git_revision`` remembers HEAD with the stats of the files it depends on
-(runtime/workspace.py). Every way HEAD moves must be reported by the very next
+(runtime/workspaces/workspace.py). Every way HEAD moves must be reported by the very next
 call in the same process, while a repeated call with nothing moved starts no git
 process at all. Real repositories, real git; git processes counted by a logging
 ``git`` first on PATH (tests/runtime/git_calls.py).
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.runtime.git_calls import GitCalls, git, install
-from turnkeeper.runtime.workspace import git_marker, git_revision
+from turnkeeper.runtime.workspaces.workspace import git_marker, git_revision
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from typing import Any
 
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import RecoveryPolicy
-from turnkeeper.runtime.controller import Controller, ControllerConfig, RunSummary
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig, RunSummary
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import open_store
 
 PAUSE = "before-kill"

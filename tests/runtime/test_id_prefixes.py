@@ -9,8 +9,8 @@ import pytest
 
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, CriterionSpec, OpenGate, TodoSpec
-from turnkeeper.runtime.goals import GoalService, id_in_goal
-from turnkeeper.runtime.ids import MAX_CANDIDATES, pick_id
+from turnkeeper.runtime.log.ids import MAX_CANDIDATES, pick_id
+from turnkeeper.runtime.services.goals import GoalService, id_in_goal
 from turnkeeper.store import SqlEventStore, open_store
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.runtime.manual_clock import ManualClock
-from turnkeeper.runtime import lease_keeper
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.lease_keeper import LeaseKeeper
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.turn import lease_keeper
+from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper
 from turnkeeper.store import open_store
 
 PERIOD = 10.0

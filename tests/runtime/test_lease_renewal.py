@@ -13,9 +13,9 @@ from tests.runtime.inprocess_host import InProcessHost
 from turnkeeper.hosts import TurnRequest
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import ProgressPolicy
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import open_store
 
 

@@ -44,9 +44,9 @@ from turnkeeper.errors import (
     NotFound,
     Unavailable,
 )
-from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.operations import Operations
-from turnkeeper.runtime.sessions import session_stream
+from turnkeeper.runtime.control.controller import Controller
+from turnkeeper.runtime.control.operations import Operations
+from turnkeeper.runtime.services.sessions import session_stream
 
 
 @pytest.fixture

@@ -23,17 +23,25 @@ import pytest
 from tests.runtime.inprocess_host import InProcessHost
 from turnkeeper.errors import NotFound
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
-from turnkeeper.hosts import Host, HostOutcome, HostStatus, KillReport, TurnRequest, process_tree
+from turnkeeper.hosts import (
+    Host,
+    HostLoader,
+    HostOutcome,
+    HostStatus,
+    KillReport,
+    TurnRequest,
+    process_tree,
+)
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.output_cap import OVERFLOW_EVENTS, TRUNCATED_KIND
 from turnkeeper.hosts.subprocess_host import SubprocessHost
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.driver import DriverConfig, HostLoader, TurnDriver, TurnResult
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.planning import goal_view
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.driver import DriverConfig, TurnDriver, TurnResult
+from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.store import open_store
 from turnkeeper.store.base import EventStore
 

@@ -26,9 +26,9 @@ from turnkeeper.hosts.scripted_agent import PAUSE_DIR
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import HostEventsJournaled, event_from_json
 from turnkeeper.kernel.session.records import ReceiptFailure
-from turnkeeper.runtime.controller import Controller, ControllerConfig, RunSummary
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig, RunSummary
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.store import open_store
 from turnkeeper.store.sql import SqlEventStore
 

@@ -25,11 +25,11 @@ from tests.runtime.git_calls import git
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.controller_identity import owner_name
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.planning import goal_view
-from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService, session_stream
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.control.controller_identity import owner_name
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
+from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.store import SqlEventStore, open_store
 
 SESSIONS = 5

@@ -41,11 +41,11 @@ from turnkeeper.kernel.session import (
     event_from_json,
 )
 from turnkeeper.kernel.session.records import ReceiptFailure
-from turnkeeper.runtime.controller import Controller, ControllerConfig
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import init_project
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.store import open_store
 from turnkeeper.store.sql import SqlEventStore
 

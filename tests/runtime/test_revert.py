@@ -42,10 +42,10 @@ from turnkeeper.errors import (
 )
 from turnkeeper.kernel.session import SetStatus
 from turnkeeper.kernel.session.commands import BeginOperation
-from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.operations import Operations, payload_digest
-from turnkeeper.runtime.sessions import session_stream
-from turnkeeper.runtime.snapshots import REF_PREFIX, session_refs, workspace_tree
+from turnkeeper.runtime.control.controller import Controller
+from turnkeeper.runtime.control.operations import Operations, payload_digest
+from turnkeeper.runtime.services.sessions import session_stream
+from turnkeeper.runtime.workspaces.snapshots import REF_PREFIX, session_refs, workspace_tree
 
 
 class InjectedError(Exception):

@@ -1,4 +1,4 @@
-"""A revert after the agent committed: HEAD comes back too (runtime/workspace_head.py).
+"""A revert after the agent committed: HEAD comes back too (runtime/workspaces/workspace_head.py).
 
 ``t1``'s first turn completes with its snapshot; then the agent commits on the
 branch (twice) and leaves more uncommitted changes, and the session crashes. The
@@ -32,11 +32,11 @@ from tests.runtime.test_revert import (
 from turnkeeper.crashpoints import REVERT_POINTS
 from turnkeeper.errors import Aborted, FailedPrecondition
 from turnkeeper.kernel.session import SetStatus
-from turnkeeper.runtime import workspace_head
-from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.operations import Operations
-from turnkeeper.runtime.snapshots import workspace_tree
-from turnkeeper.runtime.workspace_head import (
+from turnkeeper.runtime.control.controller import Controller
+from turnkeeper.runtime.control.operations import Operations
+from turnkeeper.runtime.workspaces import workspace_head
+from turnkeeper.runtime.workspaces.snapshots import workspace_tree
+from turnkeeper.runtime.workspaces.workspace_head import (
     REVERTED_PREFIX,
     restore_head,
     reverted_refs,

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tests.cli.conftest import Invoke, durable_digest, run_json, with_json
 from turnkeeper.cli.main import app
 from turnkeeper.errors import EXIT_CODES, ErrorCode
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.store import open_store
 
 

@@ -1,4 +1,5 @@
-"""Sessions listed from their projection rows without decoding them (runtime/session_listing.py).
+"""Sessions listed from their projection rows without decoding them
+(runtime/services/session_listing.py).
 
 A summary of a real session holds its decoded state key for key and the fields a
 listing shows; a row whose JSON lacks one of them, or holds it with the wrong type, is
@@ -18,17 +19,17 @@ import pytest
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.proposals import CreateGoal
-from turnkeeper.runtime import sessions as session_runtime
-from turnkeeper.runtime.controller import Controller
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.session_listing import (
+from turnkeeper.runtime.control.controller import Controller
+from turnkeeper.runtime.services import sessions as session_runtime
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.session_listing import (
     SESSION_KIND,
     SESSION_PROJECTION_VERSION,
     list_sessions,
     recovery_report,
     summarize,
 )
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.store import NewEvent, SqlEventStore, open_store
 
 

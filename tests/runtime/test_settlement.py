@@ -1,4 +1,4 @@
-"""Settling a session (runtime/settlement.py) against real processes: what names the
+"""Settling a session (runtime/control/settlement.py) against real processes: what names the
 session is ended and reported, what names another session is left alone."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from turnkeeper.hosts.procfs import read_stat
-from turnkeeper.runtime.settlement import settle_session
+from turnkeeper.runtime.control.settlement import settle_session
 
 
 def _started(session: str, turn: str) -> subprocess.Popen[bytes]:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.runtime.test_snapshots import git, independent_tree
-from turnkeeper.runtime.snapshots import capture, submodule_refusal
-from turnkeeper.runtime.workspace_restore import (
+from turnkeeper.runtime.workspaces.snapshots import capture, submodule_refusal
+from turnkeeper.runtime.workspaces.workspace_restore import (
     Preserver,
     preserve_root,
     read_preserved,

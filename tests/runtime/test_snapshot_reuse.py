@@ -1,5 +1,5 @@
-"""Snapshot reuse (runtime/snapshots.py ``capture`` with
-runtime/workspace_fingerprint.py) and the session's own index in ``.git``.
+"""Snapshot reuse (runtime/workspaces/snapshots.py ``capture`` with
+runtime/workspaces/workspace_fingerprint.py) and the session's own index in ``.git``.
 
 An unchanged workspace gets its last snapshot back without starting git; every
 real change — content rewritten with its old size and mtime, a new, deleted or
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.runtime.git_calls import REAL_GIT, GitCalls, git, install
-from turnkeeper.runtime import workspace_fingerprint
-from turnkeeper.runtime.snapshots import (
+from turnkeeper.runtime.workspaces import workspace_fingerprint
+from turnkeeper.runtime.workspaces.snapshots import (
     REF_PREFIX,
     Snapshot,
     capture,
@@ -33,7 +33,7 @@ from turnkeeper.runtime.snapshots import (
     sha256_file,
     snapshot_name,
 )
-from turnkeeper.runtime.workspace_fingerprint import fingerprint
+from turnkeeper.runtime.workspaces.workspace_fingerprint import fingerprint
 
 SID = "00000000-0000-4000-8000-00000000abcd"
 FILES = [".gitignore", "a.txt", "sub/b.txt", "untracked.txt"]  # what a snapshot holds

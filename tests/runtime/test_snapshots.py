@@ -1,4 +1,4 @@
-"""Workspace snapshots at every completed turn (runtime/snapshots.py).
+"""Workspace snapshots at every completed turn (runtime/workspaces/snapshots.py).
 
 A snapshot's tree equals a tree of the same files built independently; tracked and
 untracked-but-not-ignored files are in it, ignored ones and ``.turnkeeper/`` are not;
@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from tests.runtime.crash_support import make_project, standard_script
-from turnkeeper.runtime.snapshots import (
+from turnkeeper.runtime.workspaces.snapshots import (
     REF_PREFIX,
     capture,
     copy_dir,

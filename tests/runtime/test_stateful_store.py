@@ -36,8 +36,8 @@ from turnkeeper.kernel.proposals import (
     SupersedeTodo,
     TodoSpec,
 )
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GOAL_CODEC, GoalService, goal_stream
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream
 from turnkeeper.store import EventStore, open_store
 
 GOALS = ["g1", "g2"]

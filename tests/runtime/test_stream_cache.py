@@ -1,4 +1,4 @@
-"""The decoded-state cache of runtime/streams.py, on real SQLite files.
+"""The decoded-state cache of runtime/log/streams.py, on real SQLite files.
 
 A cached state may only be served while the store confirms the stream's head is
 still the one it was cached at: another store object, thread or process that
@@ -23,10 +23,10 @@ from turnkeeper.errors import FailedPrecondition
 from turnkeeper.kernel import GoalState, decide
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import AcquireLease, LeaseToken, ReleaseLease
-from turnkeeper.runtime.codec import StreamCodec
-from turnkeeper.runtime.goals import GOAL_CODEC, GoalService, goal_stream
-from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService, session_stream
-from turnkeeper.runtime.streams import _cache_of, _StateCache, decide_and_append, load_stream
+from turnkeeper.runtime.log.codec import StreamCodec
+from turnkeeper.runtime.log.streams import _cache_of, _StateCache, decide_and_append, load_stream
+from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.store import SqlEventStore, open_store
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -218,7 +218,7 @@ def test_a_second_process_appending_is_seen_by_the_next_load(
     snippet = textwrap.dedent(
         f"""
         from turnkeeper.kernel.proposals import AddTodo, TodoSpec
-        from turnkeeper.runtime.goals import GoalService
+        from turnkeeper.runtime.services.goals import GoalService
         from turnkeeper.store import open_store
         store = open_store({str(tmp_path / "tk.db")!r})
         GoalService(store).submit("g", AddTodo(todo=TodoSpec(todo_id="t-child", title="c")))

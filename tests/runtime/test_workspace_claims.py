@@ -1,4 +1,4 @@
-"""What a snapshot ref claims, against what the log holds (runtime/workspace_claims.py).
+"""What a snapshot ref claims, against what the log holds (runtime/services/workspace_claims.py).
 
 Real snapshots in a real repository and a real store; the session is given as the
 projection JSON ``status`` hands over. A ref one completed turn ahead is what a crash
@@ -16,9 +16,9 @@ import pytest
 from tests.runtime.test_snapshot_repositories import new_repo
 from tests.store.toy import add
 from turnkeeper.errors import DataLoss
-from turnkeeper.runtime import workspace_claims
-from turnkeeper.runtime.goals import goal_stream
-from turnkeeper.runtime.snapshots import SnapshotClaims, capture
+from turnkeeper.runtime.services import workspace_claims
+from turnkeeper.runtime.services.goals import goal_stream
+from turnkeeper.runtime.workspaces.snapshots import SnapshotClaims, capture
 from turnkeeper.store import SqlEventStore, open_store
 
 SID = "00000000-0000-4000-8000-0000000000bb"

@@ -7,8 +7,8 @@ from typing import Any
 
 from tests.usage.project import UserProject
 from turnkeeper.kernel.events import GoalEvent
-from turnkeeper.runtime.goals import GOAL_CODEC, goal_stream, index_entries
-from turnkeeper.runtime.streams import decide_and_append
+from turnkeeper.runtime.log.streams import decide_and_append
+from turnkeeper.runtime.services.goals import GOAL_CODEC, goal_stream, index_entries
 from turnkeeper.store import open_store
 
 # The README's table of exit codes.

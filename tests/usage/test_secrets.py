@@ -142,7 +142,7 @@ def test_doctor_names_a_secret_stored_before_secrets_were_refused(
     """A session an older turnkeeper created with a key in its ``env``: the event log
     keeps it (it is never rewritten), and ``doctor`` says so, with the field and the
     fix, never the value."""
-    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.store import open_store
 
     key = openai_key()

@@ -39,8 +39,8 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from turnkeeper.errors import PermissionDenied
-from turnkeeper.runtime.access import AccessService, Principal, Share
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.services.access import AccessService, Principal, Share
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store.base import EventStore
 
 Mode = Literal["read", "update", "delete", "admin"]

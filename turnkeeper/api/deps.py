@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Header, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeeper.runtime.access import Principal
+from turnkeeper.runtime.services.access import Principal
 from turnkeeper.store.base import EventStore
 
 # An id on the wire: what the kernel accepts (1-200 characters, no whitespace or

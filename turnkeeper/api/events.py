@@ -34,7 +34,7 @@ from turnkeeper.api.deps import SessionPath, store_of
 from turnkeeper.api.routes_sessions import resolve_session
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.kernel.session import events as ev
-from turnkeeper.runtime.sessions import SESSION_CODEC, session_stream
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_stream
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord
 

@@ -25,8 +25,8 @@ from datetime import datetime
 from typing import Final
 
 from turnkeeper.kernel.session import events as ev
-from turnkeeper.runtime.session_listing import list_sessions
-from turnkeeper.runtime.sessions import SESSION_CODEC, SESSION_KIND
+from turnkeeper.runtime.services.session_listing import list_sessions
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, SESSION_KIND
 from turnkeeper.store.base import EventStore
 
 # Upper bounds (seconds) of the turn duration histogram.

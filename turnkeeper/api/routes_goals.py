@@ -21,7 +21,7 @@ from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.kernel.model import Claim, Evidence, Gate, Monitor, NoFollowUpReason, Todo
 from turnkeeper.kernel.proposals import AddMonitor, RecordReadback, checked_input
 from turnkeeper.project_api.goals import Gates, Goals, Todos
-from turnkeeper.runtime.goals import GoalService, id_in_goal, new_id
+from turnkeeper.runtime.services.goals import GoalService, id_in_goal, new_id
 from turnkeeper.store.base import EventStore
 
 router = APIRouter(prefix="/v1", tags=["goals"])

@@ -32,12 +32,12 @@ from turnkeeper.api.deps import (
 )
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.kernel.session import SessionState
-from turnkeeper.runtime.operations import OperationResult, Operations
-from turnkeeper.runtime.operator import OperatorActions, OperatorResult, recover_turn
-from turnkeeper.runtime.session_admission import create_session
-from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.snapshot_listing import list_snapshots
-from turnkeeper.runtime.turn_listing import TURN_PREFIX, TurnInfo, list_turns
+from turnkeeper.runtime.control.operations import OperationResult, Operations
+from turnkeeper.runtime.control.operator import OperatorActions, OperatorResult, recover_turn
+from turnkeeper.runtime.services.session_admission import create_session
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.services.snapshot_listing import list_snapshots
+from turnkeeper.runtime.services.turn_listing import TURN_PREFIX, TurnInfo, list_turns
 from turnkeeper.store.base import EventStore
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
@@ -152,7 +152,7 @@ def session_create(
     ``Idempotency-Key`` and body returns the same session."""
     rid = request_id if request_id is not None else str(uuid.uuid4())
     workspace = root / body.workspace if body.workspace is not None else root
-    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.runtime.services.goals import GoalService
 
     gid = GoalService(store).resolve("goal", body.goal_id)
     state = create_session(

@@ -14,12 +14,12 @@ from turnkeeper.api.metrics import render
 from turnkeeper.api.routes_sessions import resolve_session
 from turnkeeper.kernel import TerminalAudit
 from turnkeeper.kernel.session import SessionState
-from turnkeeper.runtime.access import AccessService, Principal, ShareMode, share_json
-from turnkeeper.runtime.extension_settings import ExtensionSettings
-from turnkeeper.runtime.extension_states import ExtensionStatus, extension_states
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
+from turnkeeper.runtime.services.access import AccessService, Principal, ShareMode, share_json
+from turnkeeper.runtime.services.extension_settings import ExtensionSettings
+from turnkeeper.runtime.services.extension_states import ExtensionStatus, extension_states
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store.base import EventStore
 
 router = APIRouter(prefix="/v1", tags=["project"])

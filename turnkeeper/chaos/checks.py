@@ -32,10 +32,10 @@ from turnkeeper.kernel.session import (
 )
 from turnkeeper.kernel.session.events import TERMINAL_EVENT_TYPES
 from turnkeeper.kernel.session.records import ReceiptSuccess
-from turnkeeper.runtime.effects import effect_gate_id
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService, goal_stream
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.goals import GoalService, goal_stream
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
+from turnkeeper.runtime.turn.effects import effect_gate_id
 from turnkeeper.store import MismatchKind
 
 SURVIVOR_SETTLE_SECONDS = 10.0

@@ -28,9 +28,9 @@ from turnkeeper.chaos.workload import GOAL_ID, PAUSE_NAME, Workload
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import SessionEvent, TurnAccepted
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import DB_FILE_NAME, STATE_DIR_NAME, init_project
-from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService, session_stream
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import DB_FILE_NAME, STATE_DIR_NAME, init_project
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.store import EventStore, open_store
 
 RUN_TIMEOUT = 180.0  # seconds one control plane may take before the harness ends it

@@ -51,9 +51,9 @@ from turnkeeper.errors import InvalidArgument, TurnkeeperError
 from turnkeeper.kernel.model import UNFINISHED_TODO_STATUSES
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import TurnAccepted
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import DB_FILE_NAME, STATE_DIR_NAME
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import DB_FILE_NAME, STATE_DIR_NAME
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import EventStore, open_store
 
 KINDS = ("cp_mid_turn", "cp_wave", "cp_and_runner", "runner_alone", "ack_lost", "result_lost")

@@ -23,7 +23,7 @@ from pathlib import Path
 from turnkeeper.chaos.procs import wait_until
 from turnkeeper.chaos.project import cli_command
 from turnkeeper.runner import runner_available
-from turnkeeper.runtime.project import STATE_DIR_NAME
+from turnkeeper.runtime.services.project import STATE_DIR_NAME
 
 RUN_ARGS = ("run", "--json", "--runner", "auto", "--backoff", "1", "--lease", "30")
 

@@ -25,8 +25,8 @@ from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.workload import FAULT_ERROR_KINDS, GOAL_ID, Workload
 from turnkeeper.kernel.session import EffectIntended, ReceiptRecorded, TurnAccepted
 from turnkeeper.kernel.session.records import ReceiptFailure
-from turnkeeper.runtime.effects import effect_gate_id
-from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.turn.effects import effect_gate_id
 
 Mode = Literal["enumerated", "random", "host-faults"]
 MODES: tuple[Mode, ...] = ("enumerated", "random", "host-faults")

@@ -48,9 +48,9 @@ from turnkeeper.kernel.session import (
     SessionEvent,
     TurnAccepted,
 )
-from turnkeeper.runtime.effects import effect_gate_id
-from turnkeeper.runtime.goals import GoalService, goal_stream
-from turnkeeper.runtime.sessions import SESSION_CODEC, session_stream
+from turnkeeper.runtime.services.goals import GoalService, goal_stream
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_stream
+from turnkeeper.runtime.turn.effects import effect_gate_id
 from turnkeeper.store import EventStore, open_store
 
 INV6 = "6 one writer (fencing)"

@@ -55,10 +55,10 @@ from turnkeeper.chaos.worker_checks import (
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import TurnAccepted
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.sessions import SessionService
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.project import init_project
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import MismatchKind, open_store
 
 WORKER_CRASH = "worker crashed"

@@ -15,12 +15,12 @@ import typer
 from turnkeeper.cli.arguments import read_argument, refuse_undecodable
 from turnkeeper.cli.output import print_error
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
-from turnkeeper.runtime.project import Project, find_project
+from turnkeeper.runtime.services.project import Project, find_project
 
 # The store, the runtime and the kernel are imported by the functions that use them:
 # building the command line (and ``--help``) must not wait for SQLAlchemy and pydantic.
 if TYPE_CHECKING:
-    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.runtime.services.goals import GoalService
     from turnkeeper.store.base import EventStore
 
 P = ParamSpec("P")
@@ -89,7 +89,7 @@ def open_project_store_waiting(
 
 @contextmanager
 def goal_service() -> Iterator[GoalService]:
-    from turnkeeper.runtime.goals import GoalService
+    from turnkeeper.runtime.services.goals import GoalService
 
     with open_project_store() as (_, store):
         yield GoalService(store)

@@ -41,9 +41,9 @@ def _step(text: str) -> None:
 
 def _set_up(repo: Path, database_url: str | None, runner: bool) -> str:
     from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
-    from turnkeeper.runtime.goals import GoalService
-    from turnkeeper.runtime.project import init_project
-    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.services.goals import GoalService
+    from turnkeeper.runtime.services.project import init_project
+    from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.store import open_store
 
     project, _ = init_project(repo, database_url)
@@ -208,10 +208,10 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
 def _show_outcome(repo: Path, session_id: str) -> bool:
     from turnkeeper.cli.render import render_audit, render_verify
     from turnkeeper.cli.render_sessions import render_session
-    from turnkeeper.runtime.folder import kernel_folder
-    from turnkeeper.runtime.goals import GoalService
-    from turnkeeper.runtime.project import init_project
-    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.services.folder import kernel_folder
+    from turnkeeper.runtime.services.goals import GoalService
+    from turnkeeper.runtime.services.project import init_project
+    from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.store import open_store
 
     project, _ = init_project(repo)
@@ -239,8 +239,8 @@ def _show_outcome(repo: Path, session_id: str) -> bool:
 
 
 def _no_turn_lost(repo: Path, session_id: str) -> bool:
-    from turnkeeper.runtime.project import Project
-    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.services.project import Project
+    from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.store import open_store
 
     store = open_store(Project(repo).database_url)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from turnkeeper.extensions.doctor import DoctorReport
     from turnkeeper.extensions.findings import Group
     from turnkeeper.kernel.session.state import SessionState
-    from turnkeeper.runtime.extension_settings import ExtensionsState
+    from turnkeeper.runtime.services.extension_settings import ExtensionsState
 
 _STATUS_STYLE = {"ok": "green"}
 
@@ -91,7 +91,7 @@ def extensions_disable(
 
     Example: turnkeeper extensions disable http --reason "the ticket API is frozen"
     """
-    from turnkeeper.runtime.extension_settings import MAX_REASON_CHARS, ExtensionSettings
+    from turnkeeper.runtime.services.extension_settings import MAX_REASON_CHARS, ExtensionSettings
 
     if len(reason) > MAX_REASON_CHARS:
         raise InvalidArgument(
@@ -116,7 +116,7 @@ def extensions_enable(
     Example: turnkeeper extensions enable http
     """
     from turnkeeper.extensions.declared import declared_extensions
-    from turnkeeper.runtime.extension_settings import ExtensionSettings
+    from turnkeeper.runtime.services.extension_settings import ExtensionSettings
 
     with open_project_store() as (_, store):
         settings = ExtensionSettings(store)
@@ -166,8 +166,8 @@ def _group_of(name: str, group: str | None, known: set[tuple[Group, str]]) -> Gr
 
 def _project_settings() -> ExtensionsState | None:
     """The project's extension settings, or None outside a project."""
-    from turnkeeper.runtime.extension_settings import ExtensionSettings
-    from turnkeeper.runtime.project import find_project
+    from turnkeeper.runtime.services.extension_settings import ExtensionSettings
+    from turnkeeper.runtime.services.project import find_project
 
     try:
         project = find_project()
@@ -221,8 +221,8 @@ def doctor(
 def _project_sessions() -> tuple[list[SessionState] | None, str | None]:
     """The project's sessions, or (None, None) outside a project (nothing to check)."""
     from turnkeeper.cli.context import open_project_store
-    from turnkeeper.runtime.project import find_project
-    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.services.project import find_project
+    from turnkeeper.runtime.services.sessions import SessionService
 
     try:
         project = find_project()
@@ -236,8 +236,8 @@ def _project_sessions() -> tuple[list[SessionState] | None, str | None]:
 
 def _record_verdicts(report: DoctorReport) -> None:
     """What doctor found on this machine, kept in the project for ``status``."""
-    from turnkeeper.runtime.extension_settings import ExtensionSettings
-    from turnkeeper.runtime.extension_states import this_machine
+    from turnkeeper.runtime.services.extension_settings import ExtensionSettings
+    from turnkeeper.runtime.services.extension_states import this_machine
 
     with open_project_store() as (_, store):
         ExtensionSettings(store).record_check(this_machine(), report.verdicts)

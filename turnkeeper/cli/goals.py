@@ -63,7 +63,7 @@ def goal_add(
         GOAL=$(turnkeeper goal add "Ship the parser" -c "all parser tests pass" -q)
     """
     from turnkeeper.kernel.proposals import CreateGoal, CriterionSpec, checked_input
-    from turnkeeper.runtime.goals import new_id
+    from turnkeeper.runtime.services.goals import new_id
 
     check_output_mode(as_json, quiet)
     # Only an absent --id is generated: an empty one is refused like any other bad id.
@@ -153,7 +153,7 @@ def goal_criterion_met(
         turnkeeper goal criterion-met "$GOAL" c1 --evidence "$EV"
     """
     from turnkeeper.kernel.proposals import SatisfyCriterion, checked_input
-    from turnkeeper.runtime.goals import id_in_goal
+    from turnkeeper.runtime.services.goals import id_in_goal
 
     with goal_service() as goals:
         gid = goals.resolve("goal", goal_id)
@@ -210,7 +210,7 @@ def goal_no_follow_up(
     from turnkeeper.kernel.events import ObligationDischarged
     from turnkeeper.kernel.model import GoalState, NoFollowUpReason
     from turnkeeper.kernel.proposals import RecordNoFollowUp, checked_input
-    from turnkeeper.runtime.goals import id_in_goal
+    from turnkeeper.runtime.services.goals import id_in_goal
 
     def build(state: GoalState) -> RecordNoFollowUp:
         # Built on the state the write decides on, so "every open one" is exactly

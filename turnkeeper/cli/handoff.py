@@ -42,9 +42,9 @@ def handoff(
         turnkeeper handoff parser -o parser.handoff.json
     """
     from turnkeeper.handoff.build import Origin, build_packet
-    from turnkeeper.runtime.goals import GoalService
-    from turnkeeper.runtime.sessions import SessionService
-    from turnkeeper.runtime.workspace import git_revision
+    from turnkeeper.runtime.services.goals import GoalService
+    from turnkeeper.runtime.services.sessions import SessionService
+    from turnkeeper.runtime.workspaces.workspace import git_revision
 
     with open_project_store() as (project, store):
         goals = GoalService(store)

@@ -40,7 +40,7 @@ def init(
 
     Example: turnkeeper init ~/src/parser
     """
-    from turnkeeper.runtime.project import init_project
+    from turnkeeper.runtime.services.project import init_project
     from turnkeeper.store import open_store
     from turnkeeper.store.sql import display_url
 
@@ -71,10 +71,10 @@ def status(as_json: bool = JsonOption) -> None:
 
     Example: turnkeeper status --json
     """
-    from turnkeeper.runtime.extension_states import project_extension_states
-    from turnkeeper.runtime.goals import GoalService
-    from turnkeeper.runtime.session_listing import list_sessions, recovery_report
-    from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
+    from turnkeeper.runtime.services.extension_states import project_extension_states
+    from turnkeeper.runtime.services.goals import GoalService
+    from turnkeeper.runtime.services.session_listing import list_sessions, recovery_report
+    from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 
     with open_project_store() as (_, store):
         goals = GoalService(store)
@@ -159,8 +159,8 @@ def verify(as_json: bool = JsonOption) -> None:
     Example: turnkeeper verify --json
     """
     from turnkeeper.cli.render import render_verify
-    from turnkeeper.runtime.folder import kernel_folder
-    from turnkeeper.runtime.workspace_claims import behind_mismatches
+    from turnkeeper.runtime.services.folder import kernel_folder
+    from turnkeeper.runtime.services.workspace_claims import behind_mismatches
 
     with open_project_store() as (_, store), console.status("verifying", spinner="dots"):
         report = store.verify(kernel_folder())
@@ -189,8 +189,8 @@ def repair(
     Example: turnkeeper repair
     """
     from turnkeeper.cli.render import render_repair
-    from turnkeeper.runtime.folder import kernel_folder
-    from turnkeeper.runtime.workspace_claims import accept_losses, behind_mismatches
+    from turnkeeper.runtime.services.folder import kernel_folder
+    from turnkeeper.runtime.services.workspace_claims import accept_losses, behind_mismatches
 
     with open_project_store() as (_, store), console.status("repairing", spinner="dots"):
         moved = accept_losses(store, accept_loss)

@@ -9,7 +9,7 @@ from turnkeeper.cli.fast_table import FastTable
 from turnkeeper.cli.output import console, safe
 
 if TYPE_CHECKING:
-    from turnkeeper.runtime.extension_states import ExtensionStatus
+    from turnkeeper.runtime.services.extension_states import ExtensionStatus
 
 
 def _ready(ext: ExtensionStatus) -> str:

@@ -14,7 +14,7 @@ from turnkeeper.cli.output import console, safe
 if TYPE_CHECKING:
     from turnkeeper.kernel.session import SessionState
     from turnkeeper.kernel.session.report import RecoveryReport
-    from turnkeeper.runtime.session_listing import SessionSummary
+    from turnkeeper.runtime.services.session_listing import SessionSummary
 
 _STATUS = {
     "ready": "yellow",

@@ -12,7 +12,7 @@ from rich import box
 from rich.table import Table
 
 from turnkeeper.cli.output import console, safe
-from turnkeeper.runtime.run_progress import duration, message_text
+from turnkeeper.runtime.turn.run_progress import duration, message_text
 
 # The most of an event's data a line shows.
 MAX_EVENT_TEXT: Final = 300

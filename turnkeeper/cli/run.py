@@ -22,13 +22,13 @@ from turnkeeper.errors import InvalidArgument
 
 # The runtime is imported when the command runs: parsing a command line stays quick.
 if TYPE_CHECKING:
-    from turnkeeper.runtime.runner_link import RunnerLink
+    from turnkeeper.runtime.turn.runner_link import RunnerLink
 
 
 def pick_runner(state_dir: Path, choice: str) -> RunnerLink | None:
     """``run --runner``: the project's runner, if it is to be used."""
     from turnkeeper.errors import FailedPrecondition
-    from turnkeeper.runtime.runner_link import RunnerLink
+    from turnkeeper.runtime.turn.runner_link import RunnerLink
 
     if choice not in ("auto", "require", "off"):
         raise InvalidArgument(
@@ -154,8 +154,8 @@ def run(
     from turnkeeper.cli.run_display import RunDisplay, pick_mode
     from turnkeeper.hosts.base import TurnLimits
     from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
-    from turnkeeper.runtime.controller import Controller, ControllerConfig
-    from turnkeeper.runtime.stopping import stop_on_signals
+    from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+    from turnkeeper.runtime.control.stopping import stop_on_signals
 
     check_run_options(lease=lease, host_timeout=host_timeout, max_turns=max_turns)
     check_seconds("--backoff", backoff, low=0.1, high=3600.0)
@@ -205,7 +205,7 @@ def run(
             display.showing(controller.monitor),
         ):
             if worker:
-                from turnkeeper.runtime.worker import Worker, WorkerConfig
+                from turnkeeper.runtime.control.worker import Worker, WorkerConfig
 
                 shared = WorkerConfig(
                     site=site or None,

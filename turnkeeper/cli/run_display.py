@@ -1,5 +1,5 @@
 """How ``run`` shows what it does: a live table on a terminal, lines otherwise, and one
-JSON object per line with ``--json`` (runtime/run_progress.py makes the records).
+JSON object per line with ``--json`` (runtime/turn/run_progress.py makes the records).
 
 Records come from every session's thread at once: one lock makes each line whole.
 A ticker thread, alive exactly as long as the run, looks for silent hosts every
@@ -20,10 +20,10 @@ from rich.live import Live
 from rich.table import Table
 
 from turnkeeper.cli.output import console, safe
-from turnkeeper.runtime.run_progress import RunRecord, duration
+from turnkeeper.runtime.turn.run_progress import RunRecord, duration
 
 if TYPE_CHECKING:
-    from turnkeeper.runtime.run_progress import RunMonitor
+    from turnkeeper.runtime.turn.run_progress import RunMonitor
 
 Mode = Literal["json", "live", "lines"]
 # How often silent hosts are looked for, at most (a shorter silence limit looks

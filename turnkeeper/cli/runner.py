@@ -44,7 +44,7 @@ def serve(
 
     from turnkeeper.runner.daemon import serve as serve_runner
     from turnkeeper.runner.turns import RunnerSettings
-    from turnkeeper.runtime.project import find_project
+    from turnkeeper.runtime.services.project import find_project
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = RunnerSettings(
@@ -66,7 +66,7 @@ def start(
     Example: turnkeeper runner start
     """
     from turnkeeper.runner.control import start_detached, summary
-    from turnkeeper.runtime.project import find_project
+    from turnkeeper.runtime.services.project import find_project
 
     identity, started = start_detached(find_project().state_dir, timeout)
     if as_json:
@@ -85,7 +85,7 @@ def status(as_json: bool = JsonOption) -> None:
     """
     from turnkeeper.runner.control import status as runner_status
     from turnkeeper.runner.control import summary
-    from turnkeeper.runtime.project import find_project
+    from turnkeeper.runtime.services.project import find_project
 
     try:
         info = summary(runner_status(find_project().state_dir))
@@ -123,7 +123,7 @@ def stop(
     Example: turnkeeper runner stop --force
     """
     from turnkeeper.runner.control import stop as stop_runner
-    from turnkeeper.runtime.project import find_project
+    from turnkeeper.runtime.services.project import find_project
 
     result = stop_runner(find_project().state_dir, force=force, timeout=timeout)
     if as_json:

@@ -34,7 +34,7 @@ def _bind(host: str, port: int) -> socket.socket:
 def _admin_token(token_file: Path | None) -> tuple[str, bool]:
     """The admin token and whether it was generated here (then it is printed once)."""
     from turnkeeper.cli.arguments import read_argument
-    from turnkeeper.runtime.access import ADMIN_TOKEN_PREFIX, check_token_text, new_token
+    from turnkeeper.runtime.services.access import ADMIN_TOKEN_PREFIX, check_token_text, new_token
 
     if token_file is None:
         return new_token(ADMIN_TOKEN_PREFIX), True
@@ -69,8 +69,8 @@ def serve(
     import uvicorn
 
     from turnkeeper.api import logs, telemetry
-    from turnkeeper.runtime.access import AccessService
-    from turnkeeper.runtime.project import find_project
+    from turnkeeper.runtime.services.access import AccessService
+    from turnkeeper.runtime.services.project import find_project
     from turnkeeper.server.app import create_app
     from turnkeeper.store import open_store
     from turnkeeper.store.sql import display_url

@@ -20,8 +20,8 @@ from turnkeeper.cli.output import console, print_json, safe
 # The runtime, the hosts and the kernel are imported by the commands that use them, so
 # that parsing a command line (and ``--help``) does not wait for them.
 if TYPE_CHECKING:
-    from turnkeeper.runtime.operations import OperationResult
-    from turnkeeper.runtime.operator import OperatorResult
+    from turnkeeper.runtime.control.operations import OperationResult
+    from turnkeeper.runtime.control.operator import OperatorResult
 
 session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
 
@@ -69,8 +69,8 @@ def session_create(
     \b
         turnkeeper session create parser --host subprocess --host-config @a.json
     """
-    from turnkeeper.runtime.goals import GoalService
-    from turnkeeper.runtime.session_admission import create_session
+    from turnkeeper.runtime.services.goals import GoalService
+    from turnkeeper.runtime.services.session_admission import create_session
 
     # Generated when omitted, and printed: the caller can still retry under it.
     rid = request_id if request_id is not None else str(uuid.uuid4())
@@ -108,7 +108,7 @@ def session_show(session_id: str, as_json: bool = JsonOption) -> None:
         turnkeeper session show 3f2a
     """
     from turnkeeper.cli.render_sessions import render_session
-    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.services.sessions import SessionService
 
     with open_project_store() as (_, store):
         sessions = SessionService(store)
@@ -129,7 +129,7 @@ def session_list(as_json: bool = JsonOption) -> None:
     \b
         turnkeeper session list --json
     """
-    from turnkeeper.runtime.session_listing import list_sessions
+    from turnkeeper.runtime.services.session_listing import list_sessions
 
     with open_project_store() as (_, store):
         sessions = list_sessions(store)
@@ -180,7 +180,7 @@ def session_stop(
     \b
         turnkeeper session stop 3f2a --reason "wrong approach"
     """
-    from turnkeeper.runtime.operator import OperatorActions
+    from turnkeeper.runtime.control.operator import OperatorActions
 
     with open_project_store() as (_, store):
         result = OperatorActions(store).stop(session_id, reason)
@@ -201,7 +201,7 @@ def session_resume(
     \b
         turnkeeper session resume 3f2a && turnkeeper run
     """
-    from turnkeeper.runtime.operator import OperatorActions
+    from turnkeeper.runtime.control.operator import OperatorActions
 
     with open_project_store() as (_, store):
         result = OperatorActions(store).resume(session_id, reason)
@@ -219,7 +219,7 @@ def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
         turnkeeper session snapshots 3f2a
     """
     from turnkeeper.cli.render_sessions import render_snapshots
-    from turnkeeper.runtime.snapshot_listing import list_snapshots
+    from turnkeeper.runtime.services.snapshot_listing import list_snapshots
 
     with open_project_store() as (_, store):
         sid, rows = list_snapshots(store, session_id)
@@ -243,7 +243,7 @@ def session_crash(
     \b
         turnkeeper session crash 3f2a --reason "agent broke the build"
     """
-    from turnkeeper.runtime.operator import OperatorActions
+    from turnkeeper.runtime.control.operator import OperatorActions
 
     with open_project_store() as (_, store):
         result = OperatorActions(store).crash(session_id, reason)
@@ -268,7 +268,7 @@ def session_revert(
     \b
         turnkeeper session revert 3f2a --request-id revert-1
     """
-    from turnkeeper.runtime.operations import Operations
+    from turnkeeper.runtime.control.operations import Operations
 
     with open_project_store() as (_, store):
         done = Operations(store).revert(session_id, request_id)
@@ -287,7 +287,7 @@ def session_delete(
     \b
         turnkeeper session delete 3f2a --request-id delete-1
     """
-    from turnkeeper.runtime.operations import Operations
+    from turnkeeper.runtime.control.operations import Operations
 
     with open_project_store() as (_, store):
         done = Operations(store).delete(session_id, request_id)
@@ -329,7 +329,7 @@ def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
     \b
         turnkeeper operation show revert-1
     """
-    from turnkeeper.runtime.operations import Operations
+    from turnkeeper.runtime.control.operations import Operations
 
     with open_project_store() as (_, store):
         record = Operations(store).show(request_id)
@@ -355,7 +355,7 @@ def recover(turn_id: str, as_json: bool = JsonOption) -> None:
     \b
         turnkeeper recover turn-9c1e2d3f4a5b6c7d
     """
-    from turnkeeper.runtime.operator import recover_turn
+    from turnkeeper.runtime.control.operator import recover_turn
 
     with open_project_store() as (_, store):
         state = recover_turn(store, turn_id)

@@ -31,7 +31,7 @@ def share_create(
     \b
         TOKEN=$(turnkeeper share create 3f2a --read-only --json | jq -r .token)
     """
-    from turnkeeper.runtime.access import AccessService, share_json
+    from turnkeeper.runtime.services.access import AccessService, share_json
 
     if read_only == update:
         raise InvalidArgument(
@@ -60,7 +60,7 @@ def share_list(as_json: bool = JsonOption) -> None:
     \b
         turnkeeper share list --json
     """
-    from turnkeeper.runtime.access import AccessService, share_json
+    from turnkeeper.runtime.services.access import AccessService, share_json
 
     with open_project_store() as (_, store):
         shares = AccessService(store).list_shares()
@@ -90,7 +90,7 @@ def share_revoke(
     \b
         turnkeeper share revoke share-1a2b3c4d5e6f
     """
-    from turnkeeper.runtime.access import AccessService, share_json
+    from turnkeeper.runtime.services.access import AccessService, share_json
 
     with open_project_store() as (_, store):
         share = AccessService(store).revoke_share(share_id)

@@ -53,7 +53,7 @@ def todo_add(
             --requires-evidence tests -q)
     """
     from turnkeeper.kernel.proposals import AddTodo, TodoSpec, checked_input
-    from turnkeeper.runtime.goals import id_in_goal, new_id
+    from turnkeeper.runtime.services.goals import id_in_goal, new_id
 
     check_output_mode(as_json, quiet)
     tid = new_id("todo") if todo_id is None else todo_id
@@ -102,7 +102,7 @@ def todo_claim(
         turnkeeper todo done "$TODO" --epoch "$EPOCH" --evidence "$EV"
     """
     from turnkeeper.kernel.proposals import ClaimTodo, checked_input
-    from turnkeeper.runtime.goals import utc_now
+    from turnkeeper.runtime.services.goals import utc_now
 
     check_output_mode(as_json, quiet)
     check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
@@ -145,7 +145,7 @@ def todo_renew(
         turnkeeper todo renew "$TODO" --epoch 1 --lease 1800
     """
     from turnkeeper.kernel.proposals import Fence, RenewClaim, checked_input
-    from turnkeeper.runtime.goals import utc_now
+    from turnkeeper.runtime.services.goals import utc_now
 
     check_seconds("--lease", lease, CLAIM_LEASE_MAX_SECONDS)
     with checked_input():
@@ -210,7 +210,7 @@ def todo_done(
         turnkeeper todo done "$TODO" --epoch 1 --evidence "$EV"
     """
     from turnkeeper.kernel.proposals import CompleteTodo, Fence, checked_input
-    from turnkeeper.runtime.goals import id_in_goal
+    from turnkeeper.runtime.services.goals import id_in_goal
 
     with checked_input():
         fence = Fence(owner=owner or default_owner(), epoch=epoch)
@@ -255,7 +255,7 @@ def todo_supersede(
             --successor "Tokenize numbers" -q)
     """
     from turnkeeper.kernel.proposals import Fence, SupersedeTodo, TodoSpec, checked_input
-    from turnkeeper.runtime.goals import new_id
+    from turnkeeper.runtime.services.goals import new_id
 
     check_output_mode(as_json, quiet)
     with checked_input():

@@ -21,7 +21,7 @@ from turnkeeper.cli.output import print_json
 # The runtime is imported by the commands that use it, so that parsing a command line
 # (and ``--help``) does not wait for it.
 if TYPE_CHECKING:
-    from turnkeeper.runtime.turn_listing import JournaledEvent
+    from turnkeeper.runtime.services.turn_listing import JournaledEvent
     from turnkeeper.store.base import EventStore
 
 turn_app = typer.Typer(
@@ -44,8 +44,8 @@ def turn_list(session_id: str, as_json: bool = JsonOption) -> None:
     \b
         turnkeeper turn list 3f2a
     """
-    from turnkeeper.runtime.sessions import SessionService
-    from turnkeeper.runtime.turn_listing import list_turns
+    from turnkeeper.runtime.services.sessions import SessionService
+    from turnkeeper.runtime.services.turn_listing import list_turns
 
     with open_project_store() as (_, store):
         sessions = SessionService(store)
@@ -83,8 +83,8 @@ def turn_show(
     \b
         turnkeeper turn show turn-9c1e --events 50
     """
-    from turnkeeper.runtime.sessions import SessionService
-    from turnkeeper.runtime.turn_listing import find_turn, show_turn
+    from turnkeeper.runtime.services.sessions import SessionService
+    from turnkeeper.runtime.services.turn_listing import find_turn, show_turn
 
     with open_project_store() as (_, store):
         sid, tid = find_turn(store, turn_id)
@@ -110,7 +110,7 @@ def _event_line(event: JournaledEvent) -> str:
 
 def _still_driven(store: EventStore, sid: str) -> bool:
     """True while the session has a turn in flight or a live lease (a ``run`` drives it)."""
-    from turnkeeper.runtime.sessions import SessionService
+    from turnkeeper.runtime.services.sessions import SessionService
 
     state = SessionService(store).load(sid)
     if state.in_flight is not None:
@@ -150,8 +150,8 @@ def logs(
     \b
         turnkeeper logs 3f2a -f
     """
-    from turnkeeper.runtime.sessions import SessionService
-    from turnkeeper.runtime.turn_listing import find_turn, journaled_events
+    from turnkeeper.runtime.services.sessions import SessionService
+    from turnkeeper.runtime.services.turn_listing import find_turn, journaled_events
 
     with open_project_store() as (_, store):
         sid = SessionService(store).resolve_id(session_id)

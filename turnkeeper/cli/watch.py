@@ -57,7 +57,7 @@ def gate_open(
         GATE=$(turnkeeper gate open "$GOAL" "Approve it" --scope "$TODO" -q)
     """
     from turnkeeper.kernel.proposals import OpenGate, checked_input
-    from turnkeeper.runtime.goals import id_in_goal, new_id
+    from turnkeeper.runtime.services.goals import id_in_goal, new_id
 
     check_output_mode(as_json, quiet)
     gate_id = new_id("gate")
@@ -131,7 +131,7 @@ def monitor_add(
         MON=$(turnkeeper monitor add "$GOAL" "ci status of main" --cadence 3600 -q)
     """
     from turnkeeper.kernel.proposals import AddMonitor, checked_input
-    from turnkeeper.runtime.goals import new_id
+    from turnkeeper.runtime.services.goals import new_id
 
     check_output_mode(as_json, quiet)
     mid = new_id("mon")
@@ -210,7 +210,7 @@ def evidence_record(
     """
     from rich.text import Text
 
-    from turnkeeper.runtime.evidence import record_command_evidence
+    from turnkeeper.runtime.turn.evidence import record_command_evidence
 
     check_output_mode(as_json, quiet)
     argv = list(ctx.args)

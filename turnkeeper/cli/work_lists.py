@@ -2,7 +2,7 @@
 
 The functions here are registered by the command groups they belong to
 (:mod:`turnkeeper.cli.todos`, :mod:`turnkeeper.cli.watch`); the views themselves
-are :mod:`turnkeeper.runtime.work_views`.
+are :mod:`turnkeeper.runtime.services.work_views`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def todo_list(
         turnkeeper todo list "$GOAL" --status open --status claimed
     """
     from turnkeeper.cli.render_work import render_todo_list
-    from turnkeeper.runtime import work_views
+    from turnkeeper.runtime.services import work_views
 
     with goal_service() as goals:
         state = goals.load(goals.resolve("goal", goal_id))
@@ -82,8 +82,8 @@ def todo_show(
         turnkeeper todo show todo-3f9c
     """
     from turnkeeper.cli.render_work import render_todo
-    from turnkeeper.runtime import work_views
-    from turnkeeper.runtime.goals import utc_now
+    from turnkeeper.runtime.services import work_views
+    from turnkeeper.runtime.services.goals import utc_now
 
     with goal_service() as goals:
         gid, tid = goals.locate("todo", todo_id)
@@ -139,8 +139,8 @@ def evidence_list(
         turnkeeper evidence list "$GOAL" --key tests
     """
     from turnkeeper.cli.render_work import render_evidence_list
-    from turnkeeper.runtime import work_views
-    from turnkeeper.runtime.goals import utc_now
+    from turnkeeper.runtime.services import work_views
+    from turnkeeper.runtime.services.goals import utc_now
 
     with goal_service() as goals:
         state = goals.load(goals.resolve("goal", goal_id))

@@ -20,7 +20,7 @@ from turnkeeper.cli.output import console, print_json
 from turnkeeper.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from turnkeeper.runtime.goals import Submitted
+    from turnkeeper.runtime.services.goals import Submitted
 
 QuietOption = typer.Option(
     False, "--quiet", "-q", help="Print only the new id (nothing else), for $(...) in a shell."

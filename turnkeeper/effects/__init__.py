@@ -4,7 +4,7 @@ idempotency key and read them back (step 6 of the turn transaction).
 :mod:`.base` is the provider protocol, :mod:`.registry` finds providers through the
 ``turnkeeper.effects`` entry-point group, :mod:`.config` reads a session's
 ``effects`` config, and :mod:`.http_provider` / :mod:`.command_provider` are the built-ins. The
-runtime that drives them is :mod:`turnkeeper.runtime.effects`.
+runtime that drives them is :mod:`turnkeeper.runtime.turn.effects`.
 """
 
 from turnkeeper.effects.base import ApplyResult, EffectProvider, Readback, ReadbackStatus

@@ -16,7 +16,7 @@ were local to the original project and are gone.
 
 Every proposal is decided first on a state folded in memory (the kernel is pure),
 so a packet the kernel would refuse writes nothing; only then are they submitted
-through :class:`~turnkeeper.runtime.goals.GoalService`.
+through :class:`~turnkeeper.runtime.services.goals.GoalService`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from turnkeeper.kernel.proposals import (
     SupersedeTodo,
     TodoSpec,
 )
-from turnkeeper.runtime.goals import GoalService
+from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.store.base import EventStore
 
 # The freshness window of a handed-over evidence record: the smallest the kernel

@@ -14,7 +14,12 @@ from turnkeeper.hosts.base import (
     KillReport,
     TurnRequest,
 )
-from turnkeeper.hosts.registry import ENTRY_POINT_GROUP, available_host_kinds, load_host
+from turnkeeper.hosts.registry import (
+    ENTRY_POINT_GROUP,
+    HostLoader,
+    available_host_kinds,
+    load_host,
+)
 from turnkeeper.vocabulary import HostErrorKind, HostStatus, TurnKind
 
 __all__ = [
@@ -22,6 +27,7 @@ __all__ = [
     "MARKER_ENV",
     "Host",
     "HostErrorKind",
+    "HostLoader",
     "HostOutcome",
     "HostRun",
     "HostSpawnFailed",

@@ -199,7 +199,7 @@ class KeepsSessionArtifact(Protocol):
 @runtime_checkable
 class KeepsPrivateDirs(Protocol):
     """A host whose agent keeps its own sessions in directories (an agent CLI's home):
-    inside a workspace they are kept out of git (runtime/private_dirs.py)."""
+    inside a workspace they are kept out of git (runtime/workspaces/private_dirs.py)."""
 
     def private_dirs(self) -> list[Path]: ...
 

@@ -270,7 +270,7 @@ class ClaudeHost(LayeredConfig[ClaudeHostConfig]):
         return _find_transcript(self.config_for(), handle, workspace)
 
     def private_dirs(self) -> list[Path]:
-        """Where the CLI keeps its transcripts (runtime/private_dirs.py)."""
+        """Where the CLI keeps its transcripts (runtime/workspaces/private_dirs.py)."""
         return [config_dir(self.config_for())]
 
     def start(self, request: TurnRequest) -> SubprocessRun:

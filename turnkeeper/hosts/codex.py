@@ -234,7 +234,7 @@ class CodexHost(LayeredConfig[CodexHostConfig]):
         return _find_rollout(self.config_for(), handle)
 
     def private_dirs(self) -> list[Path]:
-        """Where the CLI keeps its sessions' rollouts (runtime/private_dirs.py)."""
+        """Where the CLI keeps its sessions' rollouts (runtime/workspaces/private_dirs.py)."""
         return [codex_home(self.config_for())]
 
     def start(self, request: TurnRequest) -> SubprocessRun:

@@ -3,7 +3,7 @@
 Reads ``{"request": ...}`` JSON on stdin, calls ``fn(request, emit)`` and prints
 jsonl events on stdout, ending with a ``result`` event (or a fatal ``error``). The
 result's fields are checked by the control plane, at the receipt, not here: one
-model (runtime/agent_result.py) for every host.
+model (runtime/turn/agent_result.py) for every host.
 """
 
 from __future__ import annotations

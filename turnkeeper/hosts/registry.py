@@ -67,6 +67,10 @@ def available_host_kinds() -> list[str]:
     return sorted(_factories())
 
 
+#: What loads a session's host: :func:`load_host`, or a test's or the runner's stand-in.
+HostLoader = Callable[[str, dict[str, Any]], Host]
+
+
 def load_host(kind: str, config: dict[str, Any] | None = None) -> Host:
     """Instantiate the host registered as ``kind`` with ``config``.
 

@@ -18,7 +18,7 @@ shell command the agent runs, and Linux caps one variable at 128 KiB.
 
 How it reports: with ``event_format="jsonl"`` each stdout line is an event
 ``{"kind": ..., "data": {...}}`` and a ``result`` event's data is the turn's result
-(runtime/agent_result.py says what it may hold). A turn that printed no result —
+(runtime/turn/agent_result.py says what it may hold). A turn that printed no result —
 every ``text`` mode command, a ``jsonl`` one without that line — completes its todo
 by ``complete_todo`` (default ``on_success``: exit 0 marks it done; ``on_marker``:
 only if ``done_marker`` was printed; ``never``), see :mod:`turnkeeper.hosts.completion`.

@@ -1,7 +1,7 @@
 """``project.goals``, ``.todos``, ``.gates`` and ``.evidence``: the goal kernel's surface.
 
 Each method builds the kernel proposal the matching ``turnkeeper`` command builds and
-submits it through the same :class:`~turnkeeper.runtime.goals.GoalService`, so a
+submits it through the same :class:`~turnkeeper.runtime.services.goals.GoalService`, so a
 refusal is the same typed error (``turnkeeper.errors``) with the same reason. Every
 method returns the kernel's own model of what it touched.
 """
@@ -38,8 +38,8 @@ from turnkeeper.kernel.proposals import (
     TodoSpec,
     checked_input,
 )
-from turnkeeper.runtime.evidence import record_command_evidence
-from turnkeeper.runtime.goals import GoalService, Submitted, new_id, utc_now
+from turnkeeper.runtime.services.goals import GoalService, Submitted, new_id, utc_now
+from turnkeeper.runtime.turn.evidence import record_command_evidence
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord
 

@@ -29,11 +29,11 @@ from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.project_api.goals import EvidenceRecords, Gates, Goals, Todos
 from turnkeeper.project_api.sessions import InProcessHosts, Sessions, run_sessions
-from turnkeeper.runtime.controller import RunSummary
-from turnkeeper.runtime.operator import recover_turn
-from turnkeeper.runtime.project import Project as ProjectDir
-from turnkeeper.runtime.project import find_project, init_project
-from turnkeeper.runtime.workspace_claims import check_workspaces_not_ahead
+from turnkeeper.runtime.control.controller import RunSummary
+from turnkeeper.runtime.control.operator import recover_turn
+from turnkeeper.runtime.services.project import Project as ProjectDir
+from turnkeeper.runtime.services.project import find_project, init_project
+from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store import open_store
 from turnkeeper.store.base import EventStore
 

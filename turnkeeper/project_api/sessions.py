@@ -1,7 +1,7 @@
 """``project.sessions`` and the run loop: agents working on goals, turn by turn.
 
 The same services the ``session`` commands and ``run`` use: session admission
-(``runtime/session_admission.py``), operator actions (stop, resume), durable
+(``runtime/services/session_admission.py``), operator actions (stop, resume), durable
 operations (revert) and the controller. A host kind is either a registered one
 (``python``, ``subprocess``, ``scripted``, ``codex``, ``claude``) or an
 :class:`~turnkeeper.hosts.inprocess.InProcessHost` handed over as an object: its turns
@@ -22,12 +22,12 @@ from turnkeeper.hosts.inprocess import InProcessHost
 from turnkeeper.kernel.proposals import checked_input
 from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy, SessionState
 from turnkeeper.project_api.goals import StoreOf
-from turnkeeper.runtime.controller import Controller, ControllerConfig, RunSummary
-from turnkeeper.runtime.operations import OperationResult, Operations
-from turnkeeper.runtime.operator import OperatorActions, OperatorResult
-from turnkeeper.runtime.session_admission import create_session
-from turnkeeper.runtime.sessions import SessionService
-from turnkeeper.runtime.stopping import stop_on_signals
+from turnkeeper.runtime.control.controller import Controller, ControllerConfig, RunSummary
+from turnkeeper.runtime.control.operations import OperationResult, Operations
+from turnkeeper.runtime.control.operator import OperatorActions, OperatorResult
+from turnkeeper.runtime.control.stopping import stop_on_signals
+from turnkeeper.runtime.services.session_admission import create_session
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store.base import EventStore
 
 # The bounds ``turnkeeper run`` accepts, for the same parameters here.

@@ -86,7 +86,7 @@ class MismatchKind(StrEnum):
     FRESHNESS = "freshness"  # the projection lags (or leads) the stream head
     INDEX = "index"  # the entity index differs from the one the events imply
     # A workspace snapshot names a turn or sequence the log lacks: acknowledged
-    # writes were lost (found by the runtime, runtime/workspace_claims.py).
+    # writes were lost (found by the runtime, runtime/services/workspace_claims.py).
     DATABASE_BEHIND = "database_behind_workspace"
 
 

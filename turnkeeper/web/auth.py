@@ -33,7 +33,7 @@ from fastapi.routing import APIRoute
 
 from turnkeeper.api.access import Access, authorize_token
 from turnkeeper.errors import PermissionDenied
-from turnkeeper.runtime.access import AccessService, Principal
+from turnkeeper.runtime.services.access import AccessService, Principal
 from turnkeeper.store.base import EventStore
 
 COOKIE: Final = "tk_session"

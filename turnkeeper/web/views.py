@@ -20,10 +20,10 @@ from turnkeeper.kernel.session import SessionState
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.operation_model import OperationFinished, OperationStarted
 from turnkeeper.kernel.session.report import RecoveryReport
-from turnkeeper.runtime.access import Principal
-from turnkeeper.runtime.sessions import SESSION_CODEC, SessionService, session_stream
-from turnkeeper.runtime.snapshot_listing import list_snapshots
-from turnkeeper.runtime.turn_listing import TurnInfo, list_turns
+from turnkeeper.runtime.services.access import Principal
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
+from turnkeeper.runtime.services.snapshot_listing import list_snapshots
+from turnkeeper.runtime.services.turn_listing import TurnInfo, list_turns
 from turnkeeper.store.base import EventStore
 
 STATUSES: Final = ("ready", "running", "suspended", "crashed", "closed", "deleted")

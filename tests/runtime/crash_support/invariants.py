@@ -24,9 +24,9 @@ from tests.runtime.crash_support.scripts import (
 )
 from tests.runtime.crash_support.turn_log import TurnHistory
 from turnkeeper.kernel.session import SessionState
-from turnkeeper.runtime.folder import kernel_folder
-from turnkeeper.runtime.goals import GoalService, goal_stream
-from turnkeeper.runtime.sessions import session_stream
+from turnkeeper.runtime.services.folder import kernel_folder
+from turnkeeper.runtime.services.goals import GoalService, goal_stream
+from turnkeeper.runtime.services.sessions import session_stream
 
 
 def assert_goal_completed(project: CrashProject) -> None:

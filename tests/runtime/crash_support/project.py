@@ -42,9 +42,9 @@ from tests.runtime.crash_support.turn_log import Record, TurnHistory, turn_histo
 from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import SessionState
-from turnkeeper.runtime.goals import GoalService, goal_stream
-from turnkeeper.runtime.project import init_project
-from turnkeeper.runtime.sessions import SessionService, session_stream
+from turnkeeper.runtime.services.goals import GoalService, goal_stream
+from turnkeeper.runtime.services.project import init_project
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.store import EventStore, open_store
 
 CLI_TIMEOUT = 90.0  # seconds any one CLI process may take before the test gives up

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnkeeper.runtime.driver import EVENT_BATCH
+from turnkeeper.runtime.turn.driver import EVENT_BATCH
 
 GOAL_ID = "g"
 TODO_A, TITLE_A, FILE_A, EVIDENCE_A = "t1", "write a", "a.txt", "a-exists"

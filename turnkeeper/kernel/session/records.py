@@ -99,7 +99,7 @@ class SnapshotRef(KernelModel):
     """Durable state at a completed turn: what a revert would restore.
 
     The fields after ``host_artifact_digest`` came with workspace snapshots
-    (runtime/snapshots.py); they default so events written before them still decode.
+    (runtime/workspaces/snapshots.py); they default so events written before them still decode.
     """
 
     kernel_seq: int = Field(ge=0)

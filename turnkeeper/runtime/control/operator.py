@@ -1,0 +1,120 @@
+"""What an operator does to a session from another shell: stop it, resume it, crash it.
+
+``stop`` works whether or not a ``run`` is driving the session right now. It takes
+the session's lease over (from a live controller too: the operator's word outranks
+it, and the takeover fences that controller's every later write, so it drops the
+session and goes on with its others), ends the running host's whole process tree,
+abandons the turn in flight and suspends the session, then gives the session's todo
+claims back so others may take them. ``resume`` brings a suspended, crashed or
+reverted session back to ``ready``, its failure and idle streaks forgotten; the
+next ``run`` drives it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from turnkeeper.errors import FailedPrecondition
+from turnkeeper.hosts import process_tree
+from turnkeeper.kernel.session import SessionState, SetStatus
+from turnkeeper.kernel.session.events import StatusAction
+from turnkeeper.runtime.control.claims import release_session_claims
+from turnkeeper.runtime.control.controller import Controller
+from turnkeeper.store.base import EventStore
+
+_RESUMABLE = frozenset({"suspended", "crashed", "ready", "running"})
+
+
+@dataclass
+class OperatorResult:
+    state: SessionState
+    taken_from: str | None = None  # the live controller whose lease was taken over
+    ended_turn: str | None = None
+    killed_pids: list[int] = field(default_factory=list)
+    released_todos: list[str] = field(default_factory=list)
+
+
+class OperatorActions:
+    def __init__(self, store: EventStore) -> None:
+        self._controller = Controller(store)
+        self._sessions = self._controller.sessions
+
+    def resolve(self, session_ref: str) -> str:
+        return self._sessions.resolve_id(session_ref)
+
+    def stop(self, session_ref: str, reason: str) -> OperatorResult:
+        sid = self.resolve(session_ref)
+        before = self._sessions.load(sid)
+        live_holder = before.lease.owner if before.lease.is_live(self._sessions.now()) else None
+        self._controller.acquire(sid, take_over_live=f"operator stop: {reason}")
+        try:
+            turn = self._sessions.load(sid).in_flight
+            killed: list[int] = []
+            if turn is not None:
+                # Ended before the turn is abandoned: a host that outlived its turn's
+                # record would go on changing the workspace with nobody watching.
+                report = process_tree.kill_turn_processes(turn.envelope.turn_id, turn.process)
+                killed = [k.pid for k in report.killed]
+            done = self._status(sid, "stop", reason)
+            released = release_session_claims(self._controller.goals, done.goal_id, sid)
+        finally:
+            self._controller.release(sid)
+        return OperatorResult(
+            state=self._sessions.load(sid),
+            taken_from=live_holder if live_holder != self._controller.owner else None,
+            ended_turn=turn.envelope.turn_id if turn is not None else None,
+            killed_pids=killed,
+            released_todos=released,
+        )
+
+    def resume(self, session_ref: str, reason: str) -> OperatorResult:
+        sid = self.resolve(session_ref)
+        state = self._sessions.load(sid)
+        if state.status not in _RESUMABLE:
+            raise FailedPrecondition(
+                f"a {state.status} session cannot be resumed",
+                reason="invalid_status_transition",
+                details={"status": state.status},
+            )
+        if state.operation is not None:
+            raise FailedPrecondition(
+                f"a {state.operation.kind} of this session is pending; finish it first",
+                reason="operation_pending",
+                details={"request_id": state.operation.request_id},
+            )
+        return OperatorResult(state=self._with_lease(sid, "resume", reason))
+
+    def crash(self, session_ref: str, reason: str) -> OperatorResult:
+        sid = self.resolve(session_ref)
+        state = self._with_lease(sid, "mark_crashed", reason)
+        # A crashed session waits for a revert or a resume: its todos are free meanwhile.
+        released = release_session_claims(self._controller.goals, state.goal_id, sid)
+        return OperatorResult(state=state, released_todos=released)
+
+    def _with_lease(self, sid: str, action: StatusAction, reason: str) -> SessionState:
+        """A status change under a short-lived lease of this command's own."""
+        self._controller.acquire(sid)
+        try:
+            return self._status(sid, action, reason)
+        finally:
+            self._controller.release(sid)
+
+    def _status(self, sid: str, action: StatusAction, reason: str) -> SessionState:
+        token = self._controller.token(sid)
+        done = self._sessions.execute(sid, SetStatus(lease=token, action=action, reason=reason))
+        return done.state if done.state is not None else self._sessions.load(sid)
+
+
+def recover_turn(store: EventStore, turn_id: str) -> SessionState:
+    """``turnkeeper recover TURN``: validate a failed turn's host recovery record and
+    resume its session; a refused record (forged, stale, resolved) writes nothing."""
+    controller = Controller(store)
+    sid = controller.sessions.session_of_turn(turn_id)
+    # Taking the lease is a write: the record is checked first.
+    controller.recovery.check_failed_turn(sid, turn_id)
+    controller.acquire(sid)
+    try:
+        controller.recovery.resolve_failed_turn(sid, turn_id)
+    finally:
+        controller.release(sid)
+    return controller.sessions.load(sid)

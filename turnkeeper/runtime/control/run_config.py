@@ -1,0 +1,65 @@
+"""What ``run`` is told (:class:`ControllerConfig`) and what it reports when it ends
+(:class:`RunSummary`): the controller's inputs and output, apart from its loop."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from turnkeeper.hosts import HostLoader, load_host
+from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
+from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
+from turnkeeper.runtime.turn.runner_link import RunnerLink
+
+__all__ = ["ControllerConfig", "RunSummary"]
+
+
+@dataclass
+class ControllerConfig:
+    lease_seconds: float = 120.0
+    host_timeout_seconds: int = 3600
+    policy: RecoveryPolicy = field(default_factory=lambda: RecoveryPolicy(max_attempts=4))
+    progress: ProgressPolicy = field(default_factory=ProgressPolicy)
+    max_turns: int | None = None
+    # Turns (hosts) running at once; sessions beyond it wait for a free slot.
+    max_concurrent: int = 64
+    close_goal_when_terminal: bool = True
+    host_loader: HostLoader = load_host
+    turn_limits: TurnLimits = field(default_factory=TurnLimits)
+    # Seconds without any host output before ``run`` warns that the host is silent.
+    silence_warning_seconds: float = 120.0
+    # The project's runner (runtime/turn/runner_link.py): hosts run their turns there, and
+    # turns it kept running through a restart are reattached. None: hosts are ours.
+    runner: RunnerLink | None = None
+    # ``--runner require``: seconds a session waits for a runner that does not answer.
+    runner_wait_seconds: float = 300.0
+    # When the controller acts (lease renewals); leases expire by the store's clock.
+    clock: Clock = SYSTEM_CLOCK
+
+
+@dataclass
+class RunSummary:
+    turns: int = 0
+    failed_turns: int = 0
+    reattached: int = 0  # turns a runner kept running through a restart, finished here
+    stops: dict[str, str] = field(default_factory=dict)  # session id -> why it stopped
+    # session id -> the typed reason behind a stop, where there is one
+    # (``crashed``: recovery_attempts_exhausted; ``lease_lost``: who took it over).
+    reasons: dict[str, str] = field(default_factory=dict)
+    # Sessions' threads write here at once.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def stop(self, session_id: str, why: str, reason: str = "") -> None:
+        with self._lock:
+            self.stops.setdefault(session_id, why)
+            if reason and session_id not in self.reasons:
+                self.reasons[session_id] = reason
+
+    def count_failure(self) -> None:
+        with self._lock:
+            self.failed_turns += 1
+
+    def count_reattached(self) -> None:
+        with self._lock:
+            self.reattached += 1

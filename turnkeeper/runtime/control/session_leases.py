@@ -1,0 +1,133 @@
+"""The leases one controller holds: taken (over a holder proven dead, or an operator's
+take-over of a live one), renewed while held (the lease keeper, and between turns
+:meth:`SessionLeases.keep_fresh`), given back or forgotten."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from datetime import timedelta
+from typing import Literal
+
+from turnkeeper.errors import Aborted, TurnkeeperError
+from turnkeeper.kernel.session import (
+    AcquireLease,
+    LeaseToken,
+    ReleaseLease,
+    RenewLease,
+    SessionState,
+)
+from turnkeeper.runtime.control.controller_identity import owner_is_dead
+from turnkeeper.runtime.control.session_stops import Say
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper
+
+
+class SessionLeases:
+    def __init__(
+        self,
+        sessions: SessionService,
+        owner: str,
+        lease_seconds: float,
+        keeper: LeaseKeeper,
+        say: Say,
+    ) -> None:
+        self._sessions = sessions
+        self.owner = owner
+        self._lease_seconds = lease_seconds
+        self._keeper = keeper
+        self._say = say
+        self._tokens: dict[str, LeaseToken] = {}
+
+    def token(self, session_id: str) -> LeaseToken:
+        return self._tokens[session_id]
+
+    def held(self) -> list[str]:
+        return list(self._tokens)
+
+    def acquire(
+        self,
+        session_id: str,
+        purpose: Literal["work", "delete"] = "work",
+        *,
+        take_over_live: str | None = None,
+    ) -> LeaseToken:
+        """The session's lease for this controller, taking over a holder proven dead.
+
+        A closed session grants one only to delete it (``purpose="delete"``).
+        ``take_over_live`` (an operator's reason, e.g. ``session stop``) takes over a
+        live holder too: its next write is fenced off. The lease is renewed from now
+        on until :meth:`release`.
+        """
+        until = self._sessions.now() + timedelta(seconds=self._lease_seconds)
+        try:
+            done = self._sessions.execute(
+                session_id, AcquireLease(owner=self.owner, expires_at=until, purpose=purpose)
+            )
+        except Aborted as held:
+            previous = str(held.details.get("owner", ""))
+            if held.reason != "lease_held":
+                raise
+            if take_over_live is not None:
+                proof = f"taken over from live {previous}: {take_over_live}"
+            elif owner_is_dead(previous):
+                proof = f"process {previous} is gone"
+                self._say(
+                    session_id,
+                    "lease_taken_over",
+                    f"taking over the lease of dead controller {previous}",
+                    named=False,
+                    previous_owner=previous,
+                )
+            else:
+                raise
+            token = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
+            done = self._sessions.execute(
+                session_id,
+                AcquireLease(
+                    owner=self.owner,
+                    expires_at=until,
+                    purpose=purpose,
+                    takeover_from=token,
+                    takeover_proof=proof[:2000],
+                ),
+            )
+        assert done.state is not None
+        token = LeaseToken(owner=self.owner, epoch=done.state.lease.epoch)
+        if session_id not in self._tokens:
+            self._keeper.hold(session_id)
+        self._tokens[session_id] = token
+        return token
+
+    def release(self, session_id: str) -> None:
+        token = self._tokens.pop(session_id, None)
+        if token is not None:
+            self._keeper.drop(session_id)
+            # Fenced off already means nothing of ours is left to release.
+            with suppress(TurnkeeperError):
+                self._sessions.execute(session_id, ReleaseLease(lease=token))
+
+    def forget(self, session_id: str) -> None:
+        """Stop renewing a lease that is no longer ours (taken over), or that this
+        controller cannot reach the database to release: nothing to release."""
+        if self._tokens.pop(session_id, None) is not None:
+            self._keeper.drop(session_id)
+
+    def release_all(self) -> None:
+        for sid in list(self._tokens):
+            self.release(sid)
+
+    def keep_fresh(self, session: SessionState) -> SessionState:
+        """Renew the session's lease between turns once half of it is spent; the state after.
+
+        The lease keeper renews it every third of its length; this covers a keeper
+        that fell behind (a stalled machine) before a turn is accepted on it.
+        """
+        lease = session.lease
+        now = self._sessions.now()
+        half = timedelta(seconds=self._lease_seconds / 2)
+        if lease.expires_at is not None and lease.expires_at - now >= half:
+            return session
+        sid = session.session_id
+        until = now + timedelta(seconds=self._lease_seconds)
+        done = self._sessions.execute(sid, RenewLease(lease=self.token(sid), expires_at=until))
+        return done.state if done.state is not None else self._sessions.load(sid)

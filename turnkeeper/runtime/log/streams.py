@@ -1,0 +1,338 @@
+"""Decide-then-append against one stream, for any stream kind.
+
+The append is optimistic: decide on the state at head ``n`` and append with
+``expected_seq = n``. When another writer (a thread, a process, a machine) got
+there first the store raises :class:`StreamConflict` and writes nothing; we read
+again and decide again, so the kernel's rules — a live lease, a stale epoch —
+are always judged on the state the append lands on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
+
+from turnkeeper.errors import Aborted, StreamConflict, TurnkeeperError, Unavailable
+from turnkeeper.runtime.log.codec import EventT, StateT, StreamCodec
+from turnkeeper.store.base import EventStore
+from turnkeeper.store.records import IndexEntry, StreamAppend
+
+MAX_CONFLICT_RETRIES = 16
+_T = TypeVar("_T")
+
+
+class OutagePolicy:
+    """How long a write waits out the database being away before ``UNAVAILABLE``
+    reaches its caller (0: not at all, the default: a command in a shell fails fast).
+
+    A worker (runtime/control/worker.py) rides out a restart of the database this way, so the
+    turns in flight survive it: their hosts keep running while a journal write waits.
+    Only a failure that wrote nothing is retried — one whose ``COMMIT`` answer was lost
+    (``commit_outcome: unknown``) is raised at once, for the recovery table to settle.
+    """
+
+    # Writes waiting at once tell of it once per this many seconds, not each of them.
+    NOTICE_EVERY_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self.budget_seconds = 0.0
+        # Told when a write starts waiting (the worker reports it); rate-limited.
+        self.notice: Callable[[Unavailable], None] | None = None
+        self._noticed_at = -float("inf")
+        self._lock = threading.Lock()
+
+    def retryable(self, error: Unavailable, started: float) -> float | None:
+        """Seconds to wait before trying again, or None: raise ``error`` now."""
+        if error.details.get("commit_outcome") == "unknown":
+            return None
+        now = time.monotonic()
+        left = self.budget_seconds - (now - started)
+        if left <= 0:
+            return None
+        with self._lock:
+            tell = self.notice is not None and now - self._noticed_at >= self.NOTICE_EVERY_SECONDS
+            if tell:
+                self._noticed_at = now
+        if tell and self.notice is not None:
+            self.notice(error)
+        return min(0.5, left)
+
+
+OUTAGES = OutagePolicy()
+
+
+def _riding_out(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, again after a pause while the database is away (OUTAGES)."""
+    started = time.monotonic()
+    while True:
+        try:
+            return attempt()
+        except Unavailable as error:
+            pause = OUTAGES.retryable(error, started)
+            if pause is None:
+                raise
+            time.sleep(pause)
+
+
+@dataclass(frozen=True)
+class Appended(Generic[StateT, EventT]):
+    events: list[EventT]
+    state: StateT | None
+    head_seq: int
+
+
+class _StateCache:
+    """Decoded stream states, each with the head seq it holds, most recent last.
+
+    A stream is append-only, so ``(stream, head)`` names one state forever: a cached
+    state is served only after the store confirmed, by one cheap query, that the
+    stream's head is still the one cached — another thread, process or machine that
+    appended since is seen, and the stream read again. States are frozen models, so
+    threads may share them. This spares the turn path decoding the same session and
+    goal projections a dozen times a turn.
+    """
+
+    def __init__(self, capacity: int = 2048) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, str], tuple[int, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, stream_id: str) -> tuple[int, Any] | None:
+        with self._lock:
+            return self._entries.get((kind, stream_id))
+
+    def put(self, kind: str, stream_id: str, head: int, state: Any) -> None:
+        with self._lock:
+            key = (kind, stream_id)
+            known = self._entries.get(key)
+            if known is not None and known[0] > head:
+                return  # a slower thread must not replace a newer state with an older one
+            self._entries[key] = (head, state)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+
+_caches: weakref.WeakKeyDictionary[EventStore, _StateCache] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def _cache_of(store: EventStore) -> _StateCache:
+    with _caches_lock:
+        cache = _caches.get(store)
+        if cache is None:
+            cache = _caches[store] = _StateCache()
+        return cache
+
+
+def load_stream(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
+) -> tuple[StateT | None, int]:
+    """The stream's state and head: its projection plus any tail not yet folded in."""
+    cache = _cache_of(store)
+    cached = cache.get(codec.kind, stream_id)
+    if cached is not None and store.head(stream_id) == cached[0]:
+        return cast(StateT, cached[1]), cached[0]
+    state, head = _read_stream_state(store, codec, stream_id)
+    if state is not None:
+        cache.put(codec.kind, stream_id, head, state)
+    return state, head
+
+
+def _state_for_write(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str, optimistic: bool
+) -> tuple[StateT | None, int, bool]:
+    """The state to decide a write on, its head, and whether the head was confirmed.
+
+    A write need not confirm the cached head first: it appends with ``expected_seq``
+    = that head, so a stale cache ends in :class:`StreamConflict` and nothing written.
+    What the append cannot catch — a decision that wrote nothing or was rejected —
+    is confirmed by :func:`_unconfirmed_and_moved` before it is returned.
+    """
+    if optimistic:
+        cached = _cache_of(store).get(codec.kind, stream_id)
+        if cached is not None:
+            return cast(StateT, cached[1]), cached[0], False
+    state, head = load_stream(store, codec, stream_id)
+    return state, head, True
+
+
+def _unconfirmed_and_moved(store: EventStore, stream_id: str, head: int, confirmed: bool) -> bool:
+    return not confirmed and store.head(stream_id) != head
+
+
+def _read_stream_state(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
+) -> tuple[StateT | None, int]:
+    projection = store.read_projection(stream_id)
+    if projection is None:
+        return None, 0
+    state: StateT | None = codec.decode_state(stream_id, projection.state)
+    # A projection is written in the same transaction as its events, so a tail
+    # here means a projection repaired from an older fold; fold it in.
+    tail = store.read_stream(stream_id, after_seq=projection.head_seq)
+    for record in tail:
+        state = codec.evolve_event(state, codec.decode_event(record))
+    return state, projection.head_seq + len(tail)
+
+
+def decide_and_append(
+    store: EventStore,
+    codec: StreamCodec[StateT, EventT],
+    stream_id: str,
+    decide: Callable[[StateT | None], Sequence[EventT]],
+    *,
+    index: Callable[[Sequence[EventT]], Sequence[IndexEntry]] = lambda _: (),
+    durable: bool = True,
+) -> Appended[StateT, EventT]:
+    """Run ``decide`` on the current state and append its events; re-decide on conflict.
+
+    ``decide`` raises a typed error to reject: nothing is written then.
+    ``durable=False`` lets the store commit without waiting for the disk; only
+    for records whose loss the recovery table covers.
+    """
+    return _riding_out(
+        lambda: _decide_and_append(store, codec, stream_id, decide, index=index, durable=durable)
+    )
+
+
+def _decide_and_append(
+    store: EventStore,
+    codec: StreamCodec[StateT, EventT],
+    stream_id: str,
+    decide: Callable[[StateT | None], Sequence[EventT]],
+    *,
+    index: Callable[[Sequence[EventT]], Sequence[IndexEntry]],
+    durable: bool,
+) -> Appended[StateT, EventT]:
+    for attempt in range(MAX_CONFLICT_RETRIES):
+        state, head, confirmed = _state_for_write(store, codec, stream_id, attempt == 0)
+        try:
+            events = list(decide(state))
+        except TurnkeeperError:
+            if _unconfirmed_and_moved(store, stream_id, head, confirmed):
+                continue  # rejected on a stale cached state: judge the current one
+            raise
+        if not events:
+            if _unconfirmed_and_moved(store, stream_id, head, confirmed):
+                continue
+            return Appended(events=[], state=state, head_seq=head)
+        after = state
+        for event in events:
+            after = codec.evolve_event(after, event)
+        assert after is not None  # an event always yields a state
+        try:
+            new_head = _append(store, codec, stream_id, head, events, after, index, durable)
+        except StreamConflict:
+            continue  # another writer appended first: decide again on the new state
+        _cache_of(store).put(codec.kind, stream_id, new_head, after)
+        return Appended(events=events, state=after, head_seq=new_head)
+    raise Aborted(
+        f"{stream_id}: gave up after {MAX_CONFLICT_RETRIES} conflicting writers",
+        reason="contention",
+    )
+
+
+def _append(
+    store: EventStore,
+    codec: StreamCodec[StateT, EventT],
+    stream_id: str,
+    head: int,
+    events: list[EventT],
+    after: StateT,
+    index: Callable[[Sequence[EventT]], Sequence[IndexEntry]],
+    durable: bool,
+) -> int:
+    return store.append(
+        stream_id,
+        codec.kind,
+        expected_seq=head,
+        events=[codec.encode_event(e) for e in events],
+        projection_state=codec.encode_state(after),
+        projection_schema_version=codec.projection_schema_version,
+        index=index(events),
+        durable=durable,
+    )
+
+
+@dataclass(frozen=True)
+class StreamPlan(Generic[StateT, EventT]):
+    """One stream's share of an atomic multi-stream write: how to decide its events."""
+
+    codec: StreamCodec[StateT, EventT]
+    stream_id: str
+    decide: Callable[[StateT | None], Sequence[EventT]]
+    index: Callable[[Sequence[EventT]], Sequence[IndexEntry]] = lambda _: ()
+
+
+def decide_and_append_many(
+    store: EventStore, plans: Sequence[StreamPlan[Any, Any]], *, durable: bool = True
+) -> list[Appended[Any, Any]]:
+    """Decide every plan on its stream's current state and append all of it in one
+    atomic commit (``EventStore.append_many``); on a conflict, read and decide again.
+
+    Plans whose decision is empty write nothing; a typed rejection from any plan
+    writes nothing at all.
+    """
+    return _riding_out(lambda: _decide_and_append_many(store, plans, durable=durable))
+
+
+def _decide_and_append_many(
+    store: EventStore, plans: Sequence[StreamPlan[Any, Any]], *, durable: bool
+) -> list[Appended[Any, Any]]:
+    for attempt in range(MAX_CONFLICT_RETRIES):
+        results: list[Appended[Any, Any]] = []
+        parts: list[StreamAppend] = []
+        stale = False
+        for plan in plans:
+            state, head, confirmed = _state_for_write(
+                store, plan.codec, plan.stream_id, attempt == 0
+            )
+            try:
+                events = list(plan.decide(state))
+            except TurnkeeperError:
+                if _unconfirmed_and_moved(store, plan.stream_id, head, confirmed):
+                    stale = True  # rejected on a stale cached state: judge the current one
+                    break
+                raise
+            if not events and _unconfirmed_and_moved(store, plan.stream_id, head, confirmed):
+                stale = True
+                break
+            after = state
+            for event in events:
+                after = plan.codec.evolve_event(after, event)
+            results.append(Appended(events=events, state=after, head_seq=head + len(events)))
+            if events:
+                parts.append(
+                    StreamAppend(
+                        stream_id=plan.stream_id,
+                        kind=plan.codec.kind,
+                        expected_seq=head,
+                        events=tuple(plan.codec.encode_event(e) for e in events),
+                        projection_state=plan.codec.encode_state(after),
+                        projection_schema_version=plan.codec.projection_schema_version,
+                        index=tuple(plan.index(events)),
+                    )
+                )
+        if stale:
+            continue
+        if not parts:
+            return results
+        try:
+            store.append_many(parts, durable=durable)
+        except StreamConflict:
+            continue  # another writer moved one of the streams: decide all again
+        cache = _cache_of(store)
+        for plan, done in zip(plans, results, strict=True):
+            if done.events and done.state is not None:
+                cache.put(plan.codec.kind, plan.stream_id, done.head_seq, done.state)
+        return results
+    raise Aborted(
+        f"{[p.stream_id for p in plans]}: gave up after {MAX_CONFLICT_RETRIES} conflicts",
+        reason="contention",
+    )

@@ -1,0 +1,560 @@
+"""The turn driver: one turn through the turn transaction (docs/design.md), step by step.
+
+1. claim the todo, then ``turn.accepted`` (fsync'd)
+2. host started — process identity (a cheap commit: recovery finds the process by marker)
+3. host events, journaled in batches by host sequence number (cheap commits), each
+   within a second (runtime/turn/event_pump.py)
+4. receipt (fsync'd): success with the result, or failure with a host recovery record
+5. write-back through the goal kernel, then ``turn.written_back``
+6. effects the result requested: intent, readback, apply, outcome (runtime/turn/effects.py)
+7. ``turn.completed`` with the snapshot reference
+
+A crash point sits after each step, so tests can SIGKILL the real process there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from turnkeeper.crashpoints import crash_point
+from turnkeeper.effects import ProviderLoader, load_provider, split_host_config
+from turnkeeper.errors import TurnkeeperError, Unavailable
+from turnkeeper.host_reports import HostEvent
+from turnkeeper.hosts import (
+    HostErrorKind,
+    HostLoader,
+    HostOutcome,
+    HostRun,
+    HostSpawnFailed,
+    HostStatus,
+    TurnRequest,
+    load_host,
+)
+from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.hosts.output_cap import (
+    TRUNCATED_KIND,
+    OutputCap,
+    carries_meaning,
+)
+from turnkeeper.kernel.proposals import ClaimTodo
+from turnkeeper.kernel.session import (
+    HostRecoveryRecord,
+    InteractionContract,
+    LeaseToken,
+    NextTurn,
+    RecordHostEvents,
+    RecordHostStarted,
+    RecordReceipt,
+    RenewLease,
+    SessionState,
+    TurnEnvelope,
+    plan_effects,
+)
+from turnkeeper.kernel.session.records import (
+    ReceiptFailure,
+    ReceiptSuccess,
+    RecoveryBinding,
+)
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn import event_pump
+from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult, parse_result
+from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
+from turnkeeper.runtime.turn.commits import TurnCommits
+from turnkeeper.runtime.turn.effects import EffectRunner, EffectsSummary
+from turnkeeper.runtime.turn.event_pump import TIMED_OUT, EventBatcher, EventFeed
+from turnkeeper.runtime.turn.host_receipts import (
+    artifact_digest,
+    artifact_path,
+    checked_result,
+    failure_reason,
+)
+from turnkeeper.runtime.turn.host_receipts import bounded_result as _bounded_result
+from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper
+from turnkeeper.runtime.turn.run_progress import TurnWatcher
+from turnkeeper.runtime.turn.runner_link import Reattached, forget_turn
+from turnkeeper.runtime.turn.writeback import (
+    PreparedWriteBack,
+    claim_owner,
+    needs_outside_work,
+    prepare_write_back,
+    refused_write_back,
+)
+
+# Events per journal commit at most (the pump's rule; tests read it here).
+EVENT_BATCH = event_pump.EVENT_BATCH
+log = logging.getLogger(__name__)
+DEFAULT_CONTRACT = InteractionContract(
+    stop_condition="Stop when the todo is done or you need a human decision; report what you did."
+)
+
+
+@dataclass
+class DriverConfig:
+    lease_seconds: float = 120.0
+    host_timeout_seconds: int = 3600
+    # How a host kind becomes a Host: entry points by default; tests may inject.
+    host_loader: HostLoader = load_host
+    # How an effect provider kind becomes a provider (entry points by default).
+    provider_loader: ProviderLoader = load_provider
+    # Snapshots kept per session (None: TURNKEEPER_SNAPSHOT_RETAIN or 20).
+    snapshot_retain: int | None = None
+    # What of a turn's output is journaled, and how large a result may be; handed
+    # to the host in the request and enforced here whatever the host does.
+    turn_limits: TurnLimits = field(default_factory=TurnLimits)
+    # When the controller acts (lease renewals); leases expire by the store's clock.
+    clock: Clock = SYSTEM_CLOCK
+
+
+@dataclass(frozen=True)
+class RunningHost:
+    turn_id: str
+    session_id: str
+    pid: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    turn_id: str
+    succeeded: bool
+    outcome: HostOutcome
+
+
+def _spawn_failure(error: TurnkeeperError) -> HostOutcome:
+    return HostOutcome(
+        status=HostStatus.FAILED,
+        error_kind=HostErrorKind.SPAWN,
+        message=f"host not started: {error.code.value} ({error.reason}): {error.message}",
+    )
+
+
+class _CappedEvents:
+    """The driver's own output cap, so the journal stays within the turn's limits
+    whatever a host does with ``TurnRequest.limits`` (see hosts/output_cap.py).
+
+    Journaled events are numbered here, contiguously, because the kernel refuses a
+    gap: an event kept after dropped ones gets the next journal seq instead of its
+    host seq. A host that honours the limits never has an event dropped here, so
+    its events keep their own seqs.
+    """
+
+    def __init__(self, limits: TurnLimits, journaled: int = 0) -> None:
+        """``journaled``: events of this turn already journaled (a reattached turn)."""
+        self._cap = OutputCap(limits)
+        self._seq = journaled
+
+    def admit(self, event: HostEvent) -> HostEvent | None:
+        meaningful = carries_meaning(event.kind, event.data)
+        if not self._cap.admit(event.kind, event.data, meaningful=meaningful):
+            return None
+        self._seq += 1
+        return event if event.seq == self._seq else event.model_copy(update={"seq": self._seq})
+
+    def truncation(self) -> HostEvent | None:
+        """The ``output.truncated`` event for what this cap dropped (None: nothing)."""
+        data = self._cap.truncation()
+        if data is None:
+            return None
+        self._seq += 1
+        return HostEvent(seq=self._seq, kind=TRUNCATED_KIND, data=data)
+
+
+def new_turn_id() -> str:
+    return f"turn-{uuid.uuid4().hex[:16]}"
+
+
+class TurnDriver:
+    def __init__(
+        self,
+        sessions: SessionService,
+        goals: GoalService,
+        token: Callable[[str], LeaseToken],
+        config: DriverConfig | None = None,
+    ):
+        self._sessions = sessions
+        self._goals = goals
+        self._token = token  # the lease this controller holds on a session
+        self._config = config or DriverConfig()
+        self._effects = EffectRunner(sessions, goals, token, self._config.provider_loader)
+        self._commits = TurnCommits(
+            sessions.store, sessions.now, token, retain=self._config.snapshot_retain
+        )
+        # Renews every lease its owner holds (the controller holds each session's for
+        # the whole run) and, around a running host, the running session's.
+        self.lease_keeper = LeaseKeeper(
+            self._renew_lease, self._config.lease_seconds / 3, self._config.clock
+        )
+        # Hosts running now, by turn id: what a second SIGINT ends (runtime/control/stopping.py).
+        self._running: dict[str, tuple[str, HostRun, float]] = {}
+        self._running_lock = threading.Lock()
+        self._exiting = threading.Event()
+        # Who is told of each host start and event as the pump sees it (``run``'s display).
+        self.watcher: TurnWatcher | None = None
+
+    # --- one turn -------------------------------------------------------------------
+
+    def run_turn(self, session: SessionState, spec: NextTurn) -> TurnResult:
+        sid = session.session_id
+        envelope = TurnEnvelope.create(
+            turn_id=new_turn_id(),
+            session_id=sid,
+            generation=session.generation,
+            goal_id=session.goal_id,
+            spec=spec,
+            contract=DEFAULT_CONTRACT,
+        )
+        claim, todo_title = self._claim(session, envelope)
+        self._commits.intent(session, envelope, claim)
+        crash_point("turn.accepted")
+        request = self._request(session, envelope, todo_title)
+        try:
+            # The "effects" section is turnkeeper's (runtime/turn/effects.py), not the host's.
+            host_config = split_host_config(session.host_config)
+            host = self._config.host_loader(session.host_kind, host_config)
+            run = host.start(request)
+        except HostSpawnFailed as failed:
+            return self._finish(session, envelope, failed.outcome)
+        except TurnkeeperError as error:
+            if error.reason == "runner_unavailable":
+                # The runner stopped answering as it was asked to start the host (it
+                # may have died having started it): not the host's failure, and no
+                # attempt spent. The accepted turn is recovered as after a restart —
+                # the dead runner's hosts proven ended, the turn lost, then continued.
+                raise
+            # The host cannot be loaded or rejects its config (an unknown kind, a plugin
+            # since uninstalled): nothing started. Raising would leave the accepted turn
+            # in flight, lost on every restart and accepted again without end; a spawn
+            # failure puts the turn under the bounded recovery policy instead.
+            return self._finish(session, envelope, _spawn_failure(error))
+        crash_point("host.spawned")
+        self._sessions.execute(
+            sid,
+            RecordHostStarted(
+                lease=self._token(sid),
+                turn_id=envelope.turn_id,
+                host_kind=session.host_kind,
+                process=run.identity,
+            ),
+            durable=False,  # the recovery table finds the process by marker if this is lost
+        )
+        crash_point("host.started")
+        return self._follow(session, envelope, run, after_seq=0)
+
+    def continue_reattached(self, session: SessionState, attached: Reattached) -> TurnResult:
+        """Finish the turn in flight that a runner kept running while no control plane
+        watched it (runtime/turn/runner_link.py): journal its events after the last one the
+        session has, then its receipt, as :meth:`run_turn` would have."""
+        turn = session.in_flight
+        assert turn is not None
+        sid = session.session_id
+        if turn.phase == "accepted":  # the control plane died before it recorded the start
+            self._sessions.execute(
+                sid,
+                RecordHostStarted(
+                    lease=self._token(sid),
+                    turn_id=turn.envelope.turn_id,
+                    host_kind=session.host_kind,
+                    process=attached.run.identity,
+                ),
+            )
+        return self._follow(session, turn.envelope, attached.run, after_seq=attached.after_seq)
+
+    def _follow(
+        self, session: SessionState, envelope: TurnEnvelope, run: HostRun, *, after_seq: int
+    ) -> TurnResult:
+        """Journal a started host's events after ``after_seq`` until it ends, then its
+        outcome."""
+        sid = session.session_id
+        with self._tracking(sid, envelope.turn_id, run):
+            try:
+                outcome = self._pump(session, envelope, run, after_seq)
+            except BaseException:
+                # The turn can no longer be journaled (fenced off, store gone, a
+                # signal): its host must not run on unwatched.
+                run.kill_tree()
+                raise
+        if self._exiting.is_set():
+            # The process exits by its signal any moment now (the handler that ended
+            # the host sends it next): record nothing more.
+            raise SystemExit(f"turn {envelope.turn_id} ended by the control plane's exit")
+        result = self._finish(session, envelope, outcome)
+        forget_turn(run)
+        return result
+
+    # --- the hosts running now -----------------------------------------------------------
+
+    @contextmanager
+    def _tracking(self, sid: str, turn_id: str, run: HostRun) -> Iterator[None]:
+        with self._running_lock:
+            self._running[turn_id] = (sid, run, time.monotonic())
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._running.pop(turn_id, None)
+
+    def running_hosts(self) -> list[RunningHost]:
+        """The hosts running now: which turn of which session, for how long."""
+        now = time.monotonic()
+        with self._running_lock:
+            items = list(self._running.items())
+        return [
+            RunningHost(turn_id=tid, session_id=sid, pid=run.identity.pid, seconds=now - since)
+            for tid, (sid, run, since) in items
+        ]
+
+    def kill_running_hosts(self) -> list[str]:
+        """End every running host's whole process tree (a second SIGINT, the process
+        about to exit); their turn ids. From now on no turn records its host's end:
+        the host died of our kill, not of its own failure, and the next run recovers
+        the turn as lost (its continuation tells the agent to reconcile)."""
+        self._exiting.set()
+        with self._running_lock:
+            items = list(self._running.items())
+        for turn_id, (_, run, _) in items:
+            try:
+                run.kill_tree()
+            except Exception:  # one tree that cannot be ended must not spare the others
+                log.exception("turn %s: ending the host's process tree failed", turn_id)
+        return [tid for tid, _ in items]
+
+    def _claim(
+        self, session: SessionState, envelope: TurnEnvelope
+    ) -> tuple[ClaimTodo | None, str | None]:
+        """The claim to commit with the turn's intent (None: nothing to claim), and the title."""
+        if envelope.todo_id is None:
+            return None, None
+        until = self._sessions.now() + timedelta(
+            seconds=self._config.host_timeout_seconds + self._config.lease_seconds
+        )
+        owner = claim_owner(session.session_id)
+        todo = self._goals.load(session.goal_id).todos.get(envelope.todo_id)
+        title = todo.title if todo is not None else None
+        if todo is not None and todo.claim is not None and todo.claim.owner == owner:
+            return None, title  # our own live claim from the turn this one continues
+        return ClaimTodo(todo_id=envelope.todo_id, owner=owner, lease_expires_at=until), title
+
+    def _request(
+        self, session: SessionState, envelope: TurnEnvelope, todo_title: str | None
+    ) -> TurnRequest:
+        instructions = envelope.instructions
+        if envelope.reconcile_note:
+            instructions = f"{instructions}\n\n{envelope.reconcile_note}"
+        return TurnRequest(
+            turn_id=envelope.turn_id,
+            session_id=session.session_id,
+            generation=session.generation,
+            attempt=envelope.attempt,
+            kind=envelope.kind,
+            instructions=instructions,
+            workspace=Path(session.workspace),
+            host_session_handle=session.host_session_handle
+            if envelope.resume_host_session
+            else None,
+            todo_id=envelope.todo_id,
+            todo_title=todo_title,
+            timeout_seconds=self._config.host_timeout_seconds,
+            limits=self._config.turn_limits,
+        )
+
+    def _pump(
+        self, session: SessionState, envelope: TurnEnvelope, run: HostRun, after_seq: int = 0
+    ) -> HostOutcome:
+        """Journal the host's events in order while it runs, renewing our lease meanwhile.
+
+        A batch goes to the journal by count, at once for an urgent event, and at the
+        latest a second after its first event (runtime/turn/event_pump.py): the wait for
+        the next event is bounded by that second, so a silent host's last line is
+        journaled while it stays silent. Each iteration consumes an event or empties
+        the batch, and the feed ends with the host's run: the loop is bounded."""
+        sid = session.session_id
+        capped = _CappedEvents(self._config.turn_limits, after_seq)
+        batch = EventBatcher(max_events=EVENT_BATCH)
+        # A run that is told what was kept (a runner's) gets each batch journaled
+        # durably first, then acknowledged up to the last host seq read: what it is
+        # told of, it may forget (events the cap dropped included: they are counted).
+        ack: Callable[[int], object] | None = getattr(run, "ack", None)
+        read = after_seq
+
+        def journal(events: list[HostEvent]) -> None:
+            if events:
+                self._journal(sid, envelope.turn_id, events, durable=ack is not None)
+            if ack is not None and read > after_seq:
+                ack(read)
+
+        self._watch("host_started", sid, envelope)
+        with self.lease_keeper.keeping(sid):
+            feed = EventFeed(run.events(after_seq=after_seq), envelope.turn_id)
+            while (item := feed.next(timeout=batch.wait_seconds())) is not None:
+                if item is TIMED_OUT:
+                    journal(batch.take())
+                    continue
+                assert isinstance(item, HostEvent)
+                read = item.seq
+                event = capped.admit(item)
+                if event is None:
+                    continue  # over the cap: counted and digested, not journaled
+                self._watch("host_event", sid, envelope, event)
+                if batch.add(event):
+                    journal(batch.take())
+            pending = batch.take()
+            truncated = capped.truncation()
+            if truncated is not None:
+                pending.append(truncated)
+            if pending or (ack is not None and read > after_seq):
+                journal(pending)
+            return _bounded_result(run.wait(timeout=None), self._config.turn_limits)
+
+    def _watch(
+        self, what: str, sid: str, envelope: TurnEnvelope, event: HostEvent | None = None
+    ) -> None:
+        """Tell the watcher (``run``'s display) what the host does; its failure is
+        logged, never the turn's: what is shown must not decide what is journaled."""
+        watcher = self.watcher
+        if watcher is None:
+            return
+        try:
+            if event is None:
+                watcher.host_started(sid, envelope)
+            else:
+                watcher.host_event(sid, envelope.turn_id, event)
+        except Exception:
+            log.exception("turn %s: the run display failed on %s", envelope.turn_id, what)
+
+    def _journal(
+        self, sid: str, turn_id: str, batch: list[HostEvent], *, durable: bool = False
+    ) -> None:
+        handle = next(
+            (
+                str(e.data["handle"])
+                for e in batch
+                if e.kind == "session.bound" and isinstance(e.data.get("handle"), str)
+            ),
+            None,
+        )
+        events = tuple(batch)  # the host's own records, journaled as they are
+        command = RecordHostEvents(
+            lease=self._token(sid), turn_id=turn_id, events=events, host_session_handle=handle
+        )
+        self._sessions.execute(sid, command, durable=durable)
+        crash_point("host.events")
+
+    def _renew_lease(self, sid: str) -> bool:
+        until = self._sessions.now() + timedelta(seconds=self._config.lease_seconds)
+        try:
+            self._sessions.execute(sid, RenewLease(lease=self._token(sid), expires_at=until))
+        except Unavailable:
+            return True  # the database is away for now: keep trying, the lease may outlast it
+        except (TurnkeeperError, KeyError):
+            return False  # fenced off, store gone, lease given up: the turn's writes say so
+        return True
+
+    # --- receipt, write-back, completion ------------------------------------------------
+
+    def _finish(
+        self, session: SessionState, envelope: TurnEnvelope, outcome: HostOutcome
+    ) -> TurnResult:
+        sid = session.session_id
+        token = self._token(sid)
+        outcome, parsed = checked_result(outcome)
+        if parsed is not None:
+            receipt: ReceiptSuccess | ReceiptFailure = ReceiptSuccess(
+                result=dict(outcome.result), host_artifact_digest=artifact_digest(parsed)
+            )
+        else:
+            current = self._sessions.load(sid)
+            receipt = ReceiptFailure(
+                error_kind=(outcome.error_kind.value if outcome.error_kind else "exit_code"),
+                exit_code=outcome.exit_code,
+                signal=outcome.signal,
+                message=failure_reason(outcome)[:2000],
+                host_recovery=HostRecoveryRecord(
+                    binding=RecoveryBinding(
+                        session_id=sid,
+                        generation=current.generation,
+                        host_kind=current.host_kind,
+                        host_session_handle=current.host_session_handle,
+                        turn_id=envelope.turn_id,
+                        attempt=envelope.attempt,
+                    )
+                ),
+            )
+        if (
+            isinstance(receipt, ReceiptSuccess)
+            and parsed is not None
+            and not needs_outside_work(parsed)
+        ):
+            # Nothing runs outside the database: receipt, write-back and completion
+            # are one atomic commit, the second and last fsync of the turn.
+            prepared = prepare_write_back(
+                self._goals.load(session.goal_id), envelope, Path(session.workspace), parsed
+            )
+            self._commits.outcome(
+                session,
+                envelope,
+                prepared,
+                receipt=receipt,
+                complete=True,
+                artifact_digest=receipt.host_artifact_digest,
+                artifact_path=artifact_path(parsed),
+            )
+            crash_point("completed")
+        else:
+            self._sessions.execute(
+                sid, RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
+            )
+            crash_point("receipt")
+            if isinstance(receipt, ReceiptSuccess):
+                self.complete_from_receipt(self._sessions.load(sid), envelope, receipt, parsed)
+        return TurnResult(
+            turn_id=envelope.turn_id, succeeded=isinstance(receipt, ReceiptSuccess), outcome=outcome
+        )
+
+    def complete_from_receipt(
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        receipt: ReceiptSuccess,
+        parsed: AgentResult | None = None,
+    ) -> EffectsSummary:
+        """Steps 5-7 from a durable receipt: also what recovery runs after a crash.
+        ``parsed`` is the receipt's result as the driver validated it (recovery passes
+        none: the durable result is read through the model again)."""
+        sid = session.session_id
+        workspace = Path(session.workspace)
+        refusal: MalformedResult | None = None
+        if parsed is None:
+            try:
+                parsed = parse_result(receipt.result)
+            except MalformedResult as error:
+                refusal = error
+        in_flight = session.in_flight
+        if in_flight is not None and in_flight.phase == "receipt":
+            goal = self._goals.load(session.goal_id)
+            prepared: PreparedWriteBack = (
+                prepare_write_back(goal, envelope, workspace, parsed)
+                if parsed is not None
+                else refused_write_back(envelope, refusal or MalformedResult([]))
+            )
+            self._commits.outcome(
+                session, envelope, prepared, receipt=None, complete=False, artifact_digest=None
+            )
+            crash_point("written_back")
+        effects = EffectsSummary()
+        if plan_effects(receipt.result, envelope.idempotency_key):
+            with self.lease_keeper.keeping(sid):  # a provider may be slow to answer
+                effects = self._effects.settle(sid, envelope.turn_id)
+        self._commits.complete(
+            session, envelope, receipt.host_artifact_digest, artifact_path(parsed)
+        )
+        crash_point("completed")
+        return effects

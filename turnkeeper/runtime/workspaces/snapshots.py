@@ -1,0 +1,450 @@
+"""Workspace snapshots at every completed turn: what a revert restores (invariant 7).
+
+A snapshot is a git commit object under a private ref,
+``refs/turnkeeper/snapshots/<session>/<ordinal>-<turn>``, whose tree holds the
+tracked files and the untracked-but-not-ignored ones. It is built through a
+temporary index file (``GIT_INDEX_FILE``), so the user's HEAD, branch, index and
+stash are never touched: a dirty index with staged changes stays exactly as it was.
+turnkeeper's own ``.turnkeeper/`` directory is never part of a snapshot (it holds
+the snapshots' artifact copies and host state, which a revert must not rewind).
+
+The host session artifact (the scripted host's session file, a Codex rollout, a
+Claude transcript) is copied to ``<workspace>/.turnkeeper/snapshots/<session>/
+<ordinal>-<turn>/`` and its sha256 recorded, so a revert can put it back in place
+and a turn can tell when the live file no longer is what the last snapshot saw.
+
+The ordinal (the session's completed-turn count) makes ref names sort in turn
+order, which is how retention finds the oldest snapshots to prune.
+
+Each snapshot commit's message names what the log must already hold when it is
+taken: the session, the turn, its ordinal, how many turns the session had accepted
+and the goal stream's head (:class:`SnapshotClaims`). A database found behind
+those claims lost acknowledged writes (runtime/services/workspace_claims.py).
+
+Cost. Each session keeps its own index file in the git directory, so ``git add -A``
+re-hashes only what changed since the last snapshot. A turn that changed nothing
+— same stat fingerprint of the worktree, HEAD and artifact
+(runtime/workspaces/workspace_fingerprint.py), or the same tree, parent and artifact digest —
+reuses the last snapshot instead of writing a new commit: the snapshot a revert
+restores is then the same, byte for byte. (Restoring one: runtime/workspaces/workspace_restore.py.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from turnkeeper.effects import split_host_config
+from turnkeeper.errors import FailedPrecondition, TurnkeeperError
+from turnkeeper.hosts import load_host
+from turnkeeper.hosts.base import KeepsSessionArtifact
+from turnkeeper.kernel.session.records import SnapshotRef
+from turnkeeper.runtime.workspaces.gitcmd import SNAPSHOT_REF_PREFIX, git, private_git_dir
+from turnkeeper.runtime.workspaces.workspace import git_revision
+from turnkeeper.runtime.workspaces.workspace_fingerprint import fingerprint
+
+__all__ = ["REF_PREFIX", "Snapshot", "SnapshotClaims", "capture", "git", "workspace_tree"]
+
+REF_PREFIX = SNAPSHOT_REF_PREFIX
+PRIVATE_DIR = ".turnkeeper"
+RETAIN_ENV = "TURNKEEPER_SNAPSHOT_RETAIN"
+DEFAULT_RETAIN = 20
+# Everything below the workspace except turnkeeper's private directory at its top.
+# The excluded name starts with a wildcard on purpose: git (2.39 at least) reports an
+# exclude pathspec whose literal part names an ignored path as "paths are ignored"
+# and fails the whole ``add`` — and ``turnkeeper init`` ignores ``.turnkeeper/``.
+# (Plain pathspecs: ``*`` matches across ``/``, so the second covers everything below.)
+PATHSPEC = (".", f":(exclude,top)[{PRIVATE_DIR[0]}]{PRIVATE_DIR[1:]}",
+            f":(exclude,top)[{PRIVATE_DIR[0]}]{PRIVATE_DIR[1:]}/*")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SnapshotClaims:
+    """What the log holds when a snapshot is taken, written into its commit message:
+    the turns the session had accepted (this one included) and the goal stream's
+    head. Both were durable before the snapshot (``turn.accepted`` and every goal
+    append commit durably), so a log found with less lost acknowledged writes."""
+
+    turns_accepted: int
+    goal_seq: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One captured snapshot, as recorded in ``SnapshotRef``."""
+
+    ref: str
+    commit: str
+    tree: str
+    artifact_path: str | None = None
+    artifact_copy: str | None = None
+    artifact_digest: str | None = None
+    parent: str | None = None  # HEAD when it was taken
+
+
+# The last snapshot of each (workspace, session) in this process, with the stat
+# fingerprint taken just before it: what a turn that changed nothing reuses.
+_last: dict[tuple[Path, str], tuple[str | None, Snapshot]] = {}
+_last_lock = threading.Lock()
+_repositories: dict[Path, int] = {}  # workspace -> inode of its .git, when it is a top level
+
+
+def retain_count() -> int:
+    """Snapshots kept per session (``TURNKEEPER_SNAPSHOT_RETAIN``, default 20, at least 1:
+    the newest is what a revert needs)."""
+    raw = os.environ.get(RETAIN_ENV, "")
+    try:
+        return max(1, int(raw)) if raw else DEFAULT_RETAIN
+    except ValueError:
+        return DEFAULT_RETAIN
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def is_repository(workspace: Path) -> bool:
+    """Whether ``workspace`` is the top level of a git repository. Remembered per
+    ``.git`` inode: a workspace without ``.git`` is answered by stat alone."""
+    if not workspace.is_dir():
+        return False
+    try:
+        marker = (workspace / ".git").stat().st_ino
+    except OSError:
+        marker = None
+    key = workspace.resolve()
+    if marker is not None and _repositories.get(key) == marker:
+        return True
+    if marker is None and "GIT_DIR" not in os.environ:
+        return False
+    proc = git(workspace, "rev-parse", "--show-toplevel", check=False)
+    found = proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == key
+    if found and marker is not None:
+        _repositories[key] = marker
+    return found
+
+
+_GITLINK_MODE = "160000"
+
+
+def submodule_refusal(workspace: Path) -> str | None:
+    """Why snapshots cannot hold this repository, or None: a snapshot records a
+    submodule as one commit id, never its files, so a revert could not bring back what
+    an agent changed in one — whether the workspace is a submodule or holds some."""
+    above = git(workspace, "rev-parse", "--show-superproject-working-tree", check=False)
+    if above.returncode == 0 and above.stdout.strip():
+        return f"it is a submodule of {above.stdout.strip()}"
+    staged = git(workspace, "--no-optional-locks", "ls-files", "--stage", "-z").stdout
+    inner = [e.split("\t", 1)[1] for e in staged.split("\0") if e.startswith(_GITLINK_MODE)]
+    if inner or (workspace / ".gitmodules").is_file():
+        named = ", ".join(inner[:5]) or "listed in .gitmodules"
+        return f"it holds submodules ({named})"
+    return None
+
+
+def _head(workspace: Path) -> str | None:
+    proc = git(workspace, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def scratch_dir(workspace: Path, prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory in the git directory (``turnkeeper/tmp/``), not ``/tmp``:
+    what a killed process leaves there stays inside the repository it belongs to."""
+    base = private_git_dir(workspace) / "tmp"
+    base.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=base)
+
+
+def workspace_tree(workspace: Path) -> str:
+    """The tree of the worktree as it is now (tracked + untracked-not-ignored files), built
+    in a throwaway index so the user's index is untouched."""
+    with scratch_dir(workspace, "index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        seed_index(workspace, Path(tmp) / "index", env)
+        git(workspace, "add", "-A", "--", *PATHSPEC, env=env)
+        return git(workspace, "write-tree", env=env).stdout.strip()
+
+
+def seed_index(workspace: Path, target: Path, env: Mapping[str, str]) -> None:
+    """Start the throwaway index from a copy of the user's index (its stat cache spares
+    ``git add -A`` from rehashing every file each turn; ``add -A`` then makes every
+    path match the worktree, so what the user staged does not leak in), else from HEAD.
+    Either way tracked files that match an ignore rule stay in, as git keeps them."""
+    user_index = git(workspace, "rev-parse", "--git-path", "index").stdout.strip()
+    source = workspace / user_index
+    if source.is_file() and _plain_index(workspace, source):
+        # copy2 keeps the index's mtime: git's racy-clean check compares file mtimes
+        # with it, and a fresh mtime would make a just-modified file look clean.
+        shutil.copy2(source, target)
+    elif _head(workspace) is not None:
+        git(workspace, "read-tree", "HEAD", env=env)
+
+
+def _plain_index(workspace: Path, index: Path) -> bool:
+    """An index safe to copy: not split (its shared part would not follow the copy) and
+    with no assume-unchanged / skip-worktree entries (``add -A`` would not look at
+    those files, and the snapshot would miss their changes)."""
+    if any(index.parent.glob("sharedindex.*")):
+        return False
+    tags = git(workspace, "--no-optional-locks", "ls-files", "-v", "-z").stdout
+    return not any(e and (e[0].islower() or e[0] == "S") for e in tags.split("\0"))
+
+
+def snapshot_name(ordinal: int, turn_id: str) -> str:
+    return f"{ordinal:08d}-{turn_id}"
+
+
+def copy_dir(workspace: Path, session_id: str, name: str) -> Path:
+    return workspace / PRIVATE_DIR / "snapshots" / session_id / name
+
+
+def capture(
+    workspace: Path,
+    session_id: str,
+    turn_id: str,
+    ordinal: int,
+    artifact: Path | None,
+    *,
+    retain: int | None = None,
+    claims: SnapshotClaims | None = None,
+) -> Snapshot | None:
+    """Snapshot ``workspace`` (and copy ``artifact``) for the turn; None outside a git
+    repository's top level (nothing to snapshot). Idempotent for one turn: a retry
+    after a crash rewrites the same ref and copy. A workspace unchanged since the
+    session's last snapshot in this process gets that snapshot back. ``claims`` go
+    into the commit message (see :class:`SnapshotClaims`)."""
+    if not is_repository(workspace):
+        return None
+    key = (workspace.resolve(), session_id)
+    seen = fingerprint(workspace, [artifact] if artifact is not None else [])
+    with _last_lock:
+        last = _last.get(key)
+    if seen is not None and last is not None and last[0] == seen.digest:
+        return last[1]
+    name = snapshot_name(ordinal, turn_id)
+    message = snapshot_message(session_id, turn_id, ordinal, claims)
+    snapshot = _capture(workspace, session_id, name, message, artifact, last, retain)
+    with _last_lock:
+        _last[key] = (seen.digest if seen is not None and seen.trusted else None, snapshot)
+    return snapshot
+
+
+def snapshot_message(
+    session_id: str, turn_id: str, ordinal: int, claims: SnapshotClaims | None
+) -> str:
+    """The commit message: one ``key: value`` line per fact (runtime/services/workspace_claims.py
+    reads them back with ``git for-each-ref``)."""
+    lines = [f"session: {session_id}", f"turn: {turn_id}", f"ordinal: {ordinal}"]
+    if claims is not None:
+        lines += [f"turns-accepted: {claims.turns_accepted}", f"goal-seq: {claims.goal_seq}"]
+    return "turnkeeper snapshot\n\n" + "\n".join(lines) + "\n"
+
+
+def _capture(
+    workspace: Path,
+    session_id: str,
+    name: str,
+    message: str,
+    artifact: Path | None,
+    last: tuple[str | None, Snapshot] | None,
+    retain: int | None,
+) -> Snapshot:
+    tree = _session_tree(workspace, session_id)
+    parent = git_revision(workspace)
+    if last is not None and _unchanged(last[1], tree, parent, artifact):
+        return last[1]  # only ignored or stat-only changes: the same snapshot
+    args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+    commit = git(workspace, *args).stdout.strip()
+    ref = f"{REF_PREFIX}/{session_id}/{name}"
+    git(workspace, "update-ref", ref, commit)
+    copied: Path | None = None
+    digest: str | None = None
+    if artifact is not None and artifact.is_file():
+        target = copy_dir(workspace, session_id, name)
+        target.mkdir(parents=True, exist_ok=True)
+        copied = target / artifact.name
+        tmp = copied.with_name(copied.name + ".tmp")
+        shutil.copyfile(artifact, tmp)
+        os.replace(tmp, copied)  # a crash mid-copy never leaves a truncated copy
+        digest = sha256_file(copied)
+    prune(workspace, session_id, retain if retain is not None else retain_count())
+    return Snapshot(
+        ref=ref,
+        commit=commit,
+        tree=tree,
+        artifact_path=str(artifact) if artifact is not None else None,
+        artifact_copy=str(copied) if copied is not None else None,
+        artifact_digest=digest,
+        parent=parent,
+    )
+
+
+def _unchanged(previous: Snapshot, tree: str, parent: str | None, artifact: Path | None) -> bool:
+    """Whether ``previous`` already holds this tree, parent and artifact. The artifact
+    (a rollout can be megabytes) is hashed only when everything else matches."""
+    path = str(artifact) if artifact is not None else None
+    if (previous.tree, previous.parent, previous.artifact_path) != (tree, parent, path):
+        return False
+    live = sha256_file(artifact) if artifact is not None and artifact.is_file() else None
+    return live == previous.artifact_digest
+
+
+def _session_tree(workspace: Path, session_id: str) -> str:
+    """The worktree's tree through the session's own index file, kept in the git
+    directory (``.git/turnkeeper/``: never part of the worktree or ``git status``)
+    between snapshots, so its stat cache spares ``add -A`` from re-hashing unchanged
+    files. A damaged index (a crash cannot leave one: git renames it into place) is
+    rebuilt. A ``.git`` file (a linked worktree) gets a throwaway index each time."""
+    index = session_index_file(workspace, session_id)
+    if index is None:
+        return workspace_tree(workspace)
+    env = {"GIT_INDEX_FILE": str(index)}
+    for attempt in range(2):
+        if not index.is_file():
+            index.parent.mkdir(parents=True, exist_ok=True)
+            seed_index(workspace, index, env)
+        try:
+            _drop_newly_ignored(workspace, env)
+            git(workspace, "add", "-A", "--", *PATHSPEC, env=env)
+            return git(workspace, "write-tree", env=env).stdout.strip()
+        except FailedPrecondition:
+            if attempt:
+                raise
+            index.unlink(missing_ok=True)
+    raise AssertionError("unreachable")
+
+
+def _drop_newly_ignored(workspace: Path, env: Mapping[str, str]) -> None:
+    """Forget entries of the session index that are ignored now and not tracked by the
+    user. ``add -A`` never drops an entry, so a file added to a snapshot while it was
+    untracked would otherwise stay in every later snapshot after it became ignored
+    (or after the user ran ``git rm --cached`` on it), unlike with a fresh index."""
+    listed = git(
+        workspace, "ls-files", "-z", "--cached", "--ignored", "--exclude-standard", env=env
+    ).stdout
+    ignored = [name for name in listed.split("\0") if name]
+    if not ignored:
+        return
+    # The user's index; names as literal paths, not patterns.
+    tracked = git(workspace, "--literal-pathspecs", "ls-files", "-z", "--", *ignored).stdout
+    keep = {name for name in tracked.split("\0") if name}
+    drop = [name for name in ignored if name not in keep]
+    if drop:
+        git(
+            workspace,
+            *("--literal-pathspecs", "rm", "-q", "--cached", "--ignore-unmatch", "--", *drop),
+            env=env,
+        )
+
+
+def session_index_file(workspace: Path, session_id: str) -> Path | None:
+    git_dir = workspace / ".git"
+    return git_dir / "turnkeeper" / f"{session_id}.index" if git_dir.is_dir() else None
+
+
+def forget(workspace: Path, session_id: str) -> None:
+    """Drop what this process remembers of the session's last snapshot."""
+    with _last_lock:
+        _last.pop((workspace.resolve(), session_id), None)
+
+
+def snapshot_kept(ref: SnapshotRef, retained: set[str]) -> str:
+    """How ``session snapshots`` tells a completed turn's snapshot: ``yes`` (its ref is
+    there), ``pruned`` (retention removed it), ``failed`` (it could not be taken: see
+    ``snapshot_failed``) or ``none`` (snapshots off)."""
+    if ref.snapshot_ref is not None:
+        return "yes" if ref.snapshot_ref in retained else "pruned"
+    return "failed" if ref.snapshot_failed else "none"
+
+
+def session_refs(workspace: Path, session_id: str) -> list[tuple[str, str]]:
+    """(ref, commit) of the session's snapshots, oldest first."""
+    return refs_under(workspace, f"{REF_PREFIX}/{session_id}/")
+
+
+def refs_under(workspace: Path, prefix: str) -> list[tuple[str, str]]:
+    """(ref, commit) of every ref below ``prefix``, in name order; none outside a repository."""
+    if not is_repository(workspace):
+        return []
+    out = git(workspace, "for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
+    pairs = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
+    return sorted((ref, commit) for ref, commit in pairs)
+
+
+def prune(workspace: Path, session_id: str, retain: int) -> list[str]:
+    """Drop the session's snapshots beyond the newest ``retain``: refs and copies."""
+    refs = session_refs(workspace, session_id)
+    dropped = [ref for ref, _ in refs[: max(0, len(refs) - retain)]]
+    for ref in dropped:
+        git(workspace, "update-ref", "-d", ref)
+        shutil.rmtree(copy_dir(workspace, session_id, ref.rsplit("/", 1)[1]), ignore_errors=True)
+    return dropped
+
+
+def remove_all(workspace: Path, session_id: str) -> None:
+    """Every snapshot ref and copy of a session (session delete): no orphans left."""
+    forget(workspace, session_id)
+    index = session_index_file(workspace, session_id)
+    if index is not None:
+        index.unlink(missing_ok=True)
+    for ref, _ in session_refs(workspace, session_id):
+        git(workspace, "update-ref", "-d", ref)
+    shutil.rmtree(workspace / PRIVATE_DIR / "snapshots" / session_id, ignore_errors=True)
+
+
+# --- where a host keeps its session artifact ------------------------------------------
+
+
+def artifact_path(
+    host_kind: str,
+    host_config: Mapping[str, Any],
+    handle: str | None,
+    workspace: Path,
+    reported: str | None = None,
+) -> Path | None:
+    """The live host session artifact of ``handle``: the path the host reported with its
+    result when it did, else where the host says it keeps it (a host that keeps one
+    implements ``KeepsSessionArtifact``); None when it has none."""
+    if reported:
+        return Path(reported)
+    if handle is None:
+        return None
+    try:
+        host = load_host(host_kind, split_host_config(dict(host_config)))
+        if not isinstance(host, KeepsSessionArtifact):
+            return None
+        found = host.session_artifact(handle, workspace)
+    except TurnkeeperError:  # a kind not installed, a config the host rejects: none
+        return None
+    return found.resolve() if found is not None else None
+
+
+# --- what a revert needs ------------------------------------------------------------
+
+
+def restore_artifact(copy: Path, target: Path, digest: str | None) -> None:
+    """Put the host session artifact back in place from the snapshot's copy."""
+    if digest is not None and sha256_file(copy) != digest:
+        raise FailedPrecondition(
+            f"the snapshot's artifact copy {copy} fails its digest", reason="artifact_corrupt"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".turnkeeper-restore")
+    shutil.copyfile(copy, tmp)
+    os.replace(tmp, target)
+
+
+def commit_exists(workspace: Path, commit: str) -> bool:
+    proc = git(workspace, "cat-file", "-e", f"{commit}^{{commit}}", check=False)
+    return proc.returncode == 0
