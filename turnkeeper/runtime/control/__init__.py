@@ -2,4 +2,5 @@
 controller holds, the scheduler, restart recovery, settling and stopping, the
 operator's commands and durable operations, and what ``run`` is told.
 
-Imports only the runtime folders below it: log, workspaces, services, turn (tests/architecture/test_layers.py)."""
+Imports only the runtime folders below it (tests/architecture/test_layers.py):
+log, workspaces, services, turn."""

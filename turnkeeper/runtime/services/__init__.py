@@ -2,4 +2,5 @@
 stream kind, creating and listing sessions and their turns, snapshots and workspace
 claims checked against the log, access and extension settings, the project.
 
-Imports only the runtime folders below it: log, workspaces (tests/architecture/test_layers.py)."""
+Imports only the runtime folders below it (tests/architecture/test_layers.py):
+log, workspaces."""
