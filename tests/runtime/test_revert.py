@@ -377,10 +377,8 @@ def test_operation_api_error_codes(project: CrashProject, tmp_path: Path) -> Non
     code, error = cli_error(project, "operation", "show", "missing")
     assert (code, error["code"]) == (EXIT_CODES[ErrorCode.NOT_FOUND], "NOT_FOUND")
     # Another live executor holds the pending operation: ABORTED operation_leased.
-    with project.store() as store:
-        other = Controller(store, owner="ctl:elsewhere:1:1")
-        with pytest.raises(Aborted) as leased:
-            Operations(store, controller=other).delete(sid, "d1")
+    with project.store() as store, pytest.raises(Aborted) as leased:
+        Operations(store, owner="ctl:elsewhere:1:1").delete(sid, "d1")
     assert leased.value.reason == "operation_leased"
     # Its own executor's retry completes it.
     with project.store() as store:

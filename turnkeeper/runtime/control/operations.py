@@ -43,7 +43,9 @@ from turnkeeper.kernel.session.commands import (
     RecordOperationStep,
 )
 from turnkeeper.kernel.session.operation_model import OperationKind, PendingOperation
-from turnkeeper.runtime.control.controller import Controller, owner_is_dead
+from turnkeeper.runtime.control.controller_identity import controller_owner, owner_is_dead
+from turnkeeper.runtime.control.run_config import LEASE_SECONDS
+from turnkeeper.runtime.control.session_leases import SessionLeases
 from turnkeeper.runtime.control.settlement import require_settled
 from turnkeeper.runtime.log.request_ids import OPERATION_KIND, check_request_id
 from turnkeeper.runtime.services.operation_log import OperationRecord, read_operation
@@ -102,11 +104,12 @@ class Operations:
     def __init__(
         self,
         store: EventStore,
-        controller: Controller | None = None,
+        owner: str | None = None,
         fault: FaultHook | None = None,
     ):
-        self._controller = controller or Controller(store)
-        self._sessions: SessionService = self._controller.sessions
+        """``owner``: the executor this process is (by default its controller identity)."""
+        self._sessions = SessionService(store)
+        self._leases = SessionLeases(self._sessions, owner or controller_owner(), LEASE_SECONDS)
         self._store = store
         self._fault = fault or (lambda _name: None)
 
@@ -175,7 +178,7 @@ class Operations:
             op = self._begin(token, state, request_id, "revert", REVERT_NOTE)
             self._point("revert.admitted")
             # 3. execute
-            owner = self._controller.owner
+            owner = self._leases.owner
             if "restored" not in op.steps:
                 self._restore(self._sessions.load(sid), op)
                 step = RecordOperationStep(
@@ -261,12 +264,12 @@ class Operations:
         """The session lease for one operation, given back at the end (a closed session
         grants one only to delete it)."""
         sid = state.session_id
-        token = self._controller.acquire(sid, "delete" if state.status == "closed" else "work")
+        token = self._leases.acquire(sid, "delete" if state.status == "closed" else "work")
         try:
             yield token
         finally:
             # Fenced off, or the session deleted: release ignores what is gone.
-            self._controller.release(sid)
+            self._leases.release(sid)
 
     def _begin(
         self,
@@ -277,14 +280,14 @@ class Operations:
         note: str,
     ) -> PendingOperation:
         """Start or join ``kind`` (one transaction); the pending operation it left."""
-        owner = self._controller.owner
+        owner = self._leases.owner
         pending = state.operation
         # An executor SIGKILLed mid-operation is proven dead by its pid's start time,
         # so a retry on this machine takes over at once instead of waiting for expiry.
         takeover = None
         if pending is not None and pending.executor != owner:
             takeover = pending.executor if owner_is_dead(pending.executor) else None
-        expires = self._sessions.now() + timedelta(seconds=self._controller.config.lease_seconds)
+        expires = self._sessions.now() + timedelta(seconds=self._leases.lease_seconds)
         begun = self._sessions.execute(
             state.session_id,
             BeginOperation(
@@ -307,7 +310,7 @@ class Operations:
         finish = FinishOperation(
             lease=token,
             request_id=op.request_id,
-            executor=self._controller.owner,
+            executor=self._leases.owner,
             generation=op.generation,
         )
         self._sessions.execute(sid, finish)

@@ -20,6 +20,11 @@ from turnkeeper.kernel.session import SessionState, SetStatus
 from turnkeeper.kernel.session.events import StatusAction
 from turnkeeper.runtime.control.claims import release_session_claims
 from turnkeeper.runtime.control.controller import Controller
+from turnkeeper.runtime.control.controller_identity import controller_owner
+from turnkeeper.runtime.control.run_config import LEASE_SECONDS
+from turnkeeper.runtime.control.session_leases import SessionLeases
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store.base import EventStore
 
 _RESUMABLE = frozenset({"suspended", "crashed", "ready", "running"})
@@ -36,8 +41,9 @@ class OperatorResult:
 
 class OperatorActions:
     def __init__(self, store: EventStore) -> None:
-        self._controller = Controller(store)
-        self._sessions = self._controller.sessions
+        self._sessions = SessionService(store)
+        self._goals = GoalService(store)
+        self._leases = SessionLeases(self._sessions, controller_owner(), LEASE_SECONDS)
 
     def resolve(self, session_ref: str) -> str:
         return self._sessions.resolve_id(session_ref)
@@ -46,7 +52,7 @@ class OperatorActions:
         sid = self.resolve(session_ref)
         before = self._sessions.load(sid)
         live_holder = before.lease.owner if before.lease.is_live(self._sessions.now()) else None
-        self._controller.acquire(sid, take_over_live=f"operator stop: {reason}")
+        self._leases.acquire(sid, take_over_live=f"operator stop: {reason}")
         try:
             turn = self._sessions.load(sid).in_flight
             killed: list[int] = []
@@ -56,12 +62,12 @@ class OperatorActions:
                 report = process_tree.kill_turn_processes(turn.envelope.turn_id, turn.process)
                 killed = [k.pid for k in report.killed]
             done = self._status(sid, "stop", reason)
-            released = release_session_claims(self._controller.goals, done.goal_id, sid)
+            released = release_session_claims(self._goals, done.goal_id, sid)
         finally:
-            self._controller.release(sid)
+            self._leases.release(sid)
         return OperatorResult(
             state=self._sessions.load(sid),
-            taken_from=live_holder if live_holder != self._controller.owner else None,
+            taken_from=live_holder if live_holder != self._leases.owner else None,
             ended_turn=turn.envelope.turn_id if turn is not None else None,
             killed_pids=killed,
             released_todos=released,
@@ -88,19 +94,19 @@ class OperatorActions:
         sid = self.resolve(session_ref)
         state = self._with_lease(sid, "mark_crashed", reason)
         # A crashed session waits for a revert or a resume: its todos are free meanwhile.
-        released = release_session_claims(self._controller.goals, state.goal_id, sid)
+        released = release_session_claims(self._goals, state.goal_id, sid)
         return OperatorResult(state=state, released_todos=released)
 
     def _with_lease(self, sid: str, action: StatusAction, reason: str) -> SessionState:
         """A status change under a short-lived lease of this command's own."""
-        self._controller.acquire(sid)
+        self._leases.acquire(sid)
         try:
             return self._status(sid, action, reason)
         finally:
-            self._controller.release(sid)
+            self._leases.release(sid)
 
     def _status(self, sid: str, action: StatusAction, reason: str) -> SessionState:
-        token = self._controller.token(sid)
+        token = self._leases.token(sid)
         done = self._sessions.execute(sid, SetStatus(lease=token, action=action, reason=reason))
         return done.state if done.state is not None else self._sessions.load(sid)
 

@@ -12,12 +12,15 @@ from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.turn.runner_link import RunnerLink
 
-__all__ = ["ControllerConfig", "RunSummary"]
+__all__ = ["LEASE_SECONDS", "ControllerConfig", "RunSummary"]
+
+# How long a session lease lasts unless renewed (renewed every third of it).
+LEASE_SECONDS = 120.0
 
 
 @dataclass
 class ControllerConfig:
-    lease_seconds: float = 120.0
+    lease_seconds: float = LEASE_SECONDS
     host_timeout_seconds: int = 3600
     policy: RecoveryPolicy = field(default_factory=lambda: RecoveryPolicy(max_attempts=4))
     progress: ProgressPolicy = field(default_factory=ProgressPolicy)

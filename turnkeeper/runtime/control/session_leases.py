@@ -19,22 +19,33 @@ from turnkeeper.kernel.session import (
 from turnkeeper.runtime.control.controller_identity import owner_is_dead
 from turnkeeper.runtime.control.session_stops import Say
 from turnkeeper.runtime.services.sessions import SessionService
-from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper
+from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper, renewing
+
+
+def _quiet(sid: str, event: str, text: str, *, named: bool = True, **fields: object) -> None:
+    del sid, event, text, named, fields  # a one-shot command reports through its result
 
 
 class SessionLeases:
+    """The one lease service: the controller's (its keeper shared with the driver, which
+    also keeps a running host's session) and a one-shot command's (``session stop``,
+    ``revert``, ``delete``: a keeper of its own, for as long as the command holds one).
+    """
+
     def __init__(
         self,
         sessions: SessionService,
         owner: str,
         lease_seconds: float,
-        keeper: LeaseKeeper,
-        say: Say,
+        keeper: LeaseKeeper | None = None,
+        say: Say = _quiet,
     ) -> None:
         self._sessions = sessions
         self.owner = owner
-        self._lease_seconds = lease_seconds
-        self._keeper = keeper
+        self.lease_seconds = lease_seconds
+        self._keeper = keeper or LeaseKeeper(
+            renewing(sessions, self.token, lease_seconds), lease_seconds / 3
+        )
         self._say = say
         self._tokens: dict[str, LeaseToken] = {}
 
@@ -58,7 +69,7 @@ class SessionLeases:
         live holder too: its next write is fenced off. The lease is renewed from now
         on until :meth:`release`.
         """
-        until = self._sessions.now() + timedelta(seconds=self._lease_seconds)
+        until = self._sessions.now() + timedelta(seconds=self.lease_seconds)
         try:
             done = self._sessions.execute(
                 session_id, AcquireLease(owner=self.owner, expires_at=until, purpose=purpose)
@@ -124,10 +135,10 @@ class SessionLeases:
         """
         lease = session.lease
         now = self._sessions.now()
-        half = timedelta(seconds=self._lease_seconds / 2)
+        half = timedelta(seconds=self.lease_seconds / 2)
         if lease.expires_at is not None and lease.expires_at - now >= half:
             return session
         sid = session.session_id
-        until = now + timedelta(seconds=self._lease_seconds)
+        until = now + timedelta(seconds=self.lease_seconds)
         done = self._sessions.execute(sid, RenewLease(lease=self.token(sid), expires_at=until))
         return done.state if done.state is not None else self._sessions.load(sid)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from turnkeeper.crashpoints import crash_point
 from turnkeeper.effects import ProviderLoader, load_provider, split_host_config
-from turnkeeper.errors import TurnkeeperError, Unavailable
+from turnkeeper.errors import TurnkeeperError
 from turnkeeper.host_reports import HostEvent
 from turnkeeper.hosts import (
     HostErrorKind,
@@ -53,7 +53,6 @@ from turnkeeper.kernel.session import (
     RecordHostEvents,
     RecordHostStarted,
     RecordReceipt,
-    RenewLease,
     SessionState,
     TurnEnvelope,
     plan_effects,
@@ -78,7 +77,7 @@ from turnkeeper.runtime.turn.host_receipts import (
     failure_reason,
 )
 from turnkeeper.runtime.turn.host_receipts import bounded_result as _bounded_result
-from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper
+from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper, renewing
 from turnkeeper.runtime.turn.run_progress import TurnWatcher
 from turnkeeper.runtime.turn.runner_link import Reattached, forget_turn
 from turnkeeper.runtime.turn.writeback import (
@@ -191,7 +190,9 @@ class TurnDriver:
         # Renews every lease its owner holds (the controller holds each session's for
         # the whole run) and, around a running host, the running session's.
         self.lease_keeper = LeaseKeeper(
-            self._renew_lease, self._config.lease_seconds / 3, self._config.clock
+            renewing(sessions, token, self._config.lease_seconds),
+            self._config.lease_seconds / 3,
+            self._config.clock,
         )
         # Hosts running now, by turn id: what a second SIGINT ends (runtime/control/stopping.py).
         self._running: dict[str, tuple[str, HostRun, float]] = {}
@@ -447,16 +448,6 @@ class TurnDriver:
         )
         self._sessions.execute(sid, command, durable=durable)
         crash_point("host.events")
-
-    def _renew_lease(self, sid: str) -> bool:
-        until = self._sessions.now() + timedelta(seconds=self._config.lease_seconds)
-        try:
-            self._sessions.execute(sid, RenewLease(lease=self._token(sid), expires_at=until))
-        except Unavailable:
-            return True  # the database is away for now: keep trying, the lease may outlast it
-        except (TurnkeeperError, KeyError):
-            return False  # fenced off, store gone, lease given up: the turn's writes say so
-        return True
 
     # --- receipt, write-back, completion ------------------------------------------------
 

@@ -19,13 +19,36 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
+from turnkeeper.errors import TurnkeeperError, Unavailable
+from turnkeeper.kernel.session import LeaseToken, RenewLease
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 
 # How long the thread waits for more work before it ends.
 IDLE_SECONDS = 1.0
 
 Renew = Callable[[str], bool]  # renew the session's lease; False: fenced off, stop
+
+
+def renewing(
+    sessions: SessionService, token: Callable[[str], LeaseToken], lease_seconds: float
+) -> Renew:
+    """The renewal of a session's lease under ``token(session_id)``, for ``lease_seconds``
+    from now: what every keeper of leases on a session stream does."""
+
+    def renew(session_id: str) -> bool:
+        until = sessions.now() + timedelta(seconds=lease_seconds)
+        try:
+            sessions.execute(session_id, RenewLease(lease=token(session_id), expires_at=until))
+        except Unavailable:
+            return True  # the database is away for now: keep trying, the lease may outlast it
+        except (TurnkeeperError, KeyError):
+            return False  # fenced off, store gone, lease given up: the holder's writes say so
+        return True
+
+    return renew
 
 
 class LeaseKeeper:
