@@ -7,8 +7,10 @@ one and an event, so a state can always be recomputed from its event stream.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -21,6 +23,20 @@ class KernelModel(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` applied; a name the model has no field for is refused.
+
+        pydantic's own copy sets any attribute it is given, so a misspelt field in an
+        ``evolve`` step would pass silently and the state would fold wrong. The names
+        are checked here, once per copy (a set difference); the values are the
+        caller's, as the kernel's own code builds them.
+        """
+        if update:
+            unknown = update.keys() - type(self).model_fields.keys()
+            if unknown:
+                raise ValueError(f"{type(self).__name__} has no field {sorted(unknown)}")
+        return super().model_copy(update=update, deep=deep)
 
 
 # --- goal, acceptance, vision -------------------------------------------------

@@ -1,13 +1,28 @@
-"""Shared building blocks of the session kernel: the frozen model base and small value types."""
+"""Shared building blocks of the session kernel: the event base and small value types
+(the model base is the one both kernels use, from kernel/model.py)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, JsonValue
+from pydantic import AfterValidator, AwareDatetime, JsonValue
 
 from turnkeeper.kernel.limits import RecordedId, RecordedText, RecordedTitle
+
+# One base for both kernels' models: frozen, and closed to unknown fields.
+from turnkeeper.kernel.model import KernelModel
+
+__all__ = [
+    "SESSION_EVENT_SCHEMA_VERSION",
+    "Id",
+    "JsonDict",
+    "KernelModel",
+    "SessionEventBase",
+    "ShortText",
+    "Text",
+    "UuidStr",
+]
 
 # Identifiers come inside commands (the kernel draws no randomness). They are
 # bounded so a forged command cannot bloat the state with a huge id. The bounds are
@@ -30,12 +45,6 @@ def _check_uuid(value: str) -> str:
 
 
 UuidStr = Annotated[str, AfterValidator(_check_uuid)]
-
-
-class KernelModel(BaseModel):
-    """Immutable, closed-shape model: unknown fields fail closed instead of being dropped."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 # 2: a host process is journaled as pid, start_time, boot_id and marker (version 1

@@ -44,11 +44,13 @@ class ProgressPolicy(KernelModel):
     max_replans_without_progress: int = Field(default=2, ge=1, le=1_000_000)
 
 
-RecoveryAction = Literal["none", "recover_now", "wait", "crash"]
+# What the policy says to do about a pending recovery (not the recovery report's
+# RecoveryAction, which records what a restart did).
+RecoveryChoice = Literal["none", "recover_now", "wait", "crash"]
 
 
 class RecoveryDecision(KernelModel):
-    action: RecoveryAction
+    action: RecoveryChoice
     reason: str
     turn_id: str | None = None
     not_before: AwareDatetime | None = None
