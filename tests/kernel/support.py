@@ -7,7 +7,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide, evolve, fold
+from turnkeeper.kernel import (
+    GoalEvent,
+    GoalProposal,
+    GoalState,
+    decide_goal,
+    evolve_goal,
+    fold_goal,
+)
 from turnkeeper.kernel.proposals import (
     AddTodo,
     ClaimTodo,
@@ -40,11 +47,11 @@ class Goal:
         return self.state
 
     def apply(self, proposal: GoalProposal, now: datetime = T0) -> list[GoalEvent]:
-        events = decide(self.state, proposal, now)
+        events = decide_goal(self.state, proposal, now)
         for event in events:
-            self.state = evolve(self.state, event)
+            self.state = evolve_goal(self.state, event)
         self.events += events
-        assert fold(self.events) == self.state
+        assert fold_goal(self.events) == self.state
         return events
 
     def reject(
@@ -57,7 +64,7 @@ class Goal:
         """Assert ``proposal`` is refused with ``error``/``reason`` and changes nothing."""
         before = self.state
         with pytest.raises(error) as info:
-            decide(self.state, proposal, now)
+            decide_goal(self.state, proposal, now)
         assert type(info.value) is error
         assert info.value.reason == reason, info.value.to_dict()
         assert self.state == before

@@ -9,8 +9,8 @@ from turnkeeper.kernel import (
     EVENT_SCHEMA_VERSIONS,
     GOAL_EVENT_ADAPTER,
     GOAL_EVENT_LIST_ADAPTER,
-    evolve,
-    fold,
+    evolve_goal,
+    fold_goal,
     parse_proposal,
 )
 from turnkeeper.kernel.events import GoalCreated, TodoClaimed
@@ -63,16 +63,16 @@ def test_parse_proposal() -> None:
 def test_fold_rejects_streams_it_cannot_have_written() -> None:
     goal = new_goal()
     with pytest.raises(DataLoss):
-        fold([])
+        fold_goal([])
     with pytest.raises(DataLoss):
-        evolve(goal.s, goal.events[0])
+        evolve_goal(goal.s, goal.events[0])
     claimed = TodoClaimed(
         todo_id="zz", owner="a", epoch=1, lease_expires_at=at(5), taken_over_from=None, at=T0
     )
     with pytest.raises(DataLoss):
-        evolve(goal.s, claimed)
+        evolve_goal(goal.s, claimed)
     with pytest.raises(DataLoss):
-        evolve(None, claimed)
+        evolve_goal(None, claimed)
 
 
 def test_state_version_counts_events() -> None:

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from turnkeeper.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from turnkeeper.kernel import decide
+from turnkeeper.kernel import decide_goal
 from turnkeeper.kernel.events import (
     AcceptanceUpdated,
     CriterionSatisfied,
@@ -38,7 +38,7 @@ def _close() -> CloseGoal:
 
 
 def test_create_goal_emits_goal_created() -> None:
-    events = decide(
+    events = decide_goal(
         None,
         CreateGoal(goal_id=GOAL, title="t", criteria=[CriterionSpec(id="c1", text="x")]),
         T0,

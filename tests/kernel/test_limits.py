@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from turnkeeper.errors import InvalidArgument
-from turnkeeper.kernel import decide_and_evolve, fold, parse_proposal
+from turnkeeper.kernel import decide_and_evolve, fold_goal, parse_proposal
 from turnkeeper.kernel.events import GoalCreated, TodoAdded
 from turnkeeper.kernel.limits import (
     DURATION_MAX_SECONDS,
@@ -236,7 +236,7 @@ def test_a_recorded_id_that_breaks_todays_rules_can_still_be_named() -> None:
     """Ids of new things must hold no whitespace; ids that name recorded things need only
     fit, so a todo recorded with a space in its id can still be claimed and worked."""
     at = datetime(2025, 1, 1, tzinfo=UTC)
-    state = fold(
+    state = fold_goal(
         [
             GoalCreated(goal_id="g", title="t", objective="", criteria=[],
                         agents_requiring_vision=[], at=at),

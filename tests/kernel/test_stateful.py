@@ -23,9 +23,9 @@ from turnkeeper.kernel import (
     GoalProposal,
     GoalState,
     audit,
-    decide,
-    evolve,
-    fold,
+    decide_goal,
+    evolve_goal,
+    fold_goal,
 )
 from turnkeeper.kernel.audit import BlockerKind
 from turnkeeper.kernel.model import (
@@ -100,16 +100,16 @@ class GoalMachine(RuleBasedStateMachine):
     def step(self, proposal: GoalProposal) -> bool:
         before = self.state
         try:
-            events = decide(self.state, proposal, self.now)
+            events = decide_goal(self.state, proposal, self.now)
         except TurnkeeperError:
             # A rejection emits nothing and leaves the state as it was.
             assert self.state is before
             self.last_step_accepted = False
             return False
-        assert decide(self.state, proposal, self.now) == events, "decide must be deterministic"
+        assert decide_goal(self.state, proposal, self.now) == events, "decide must be deterministic"
         for event in events:
             assert GOAL_EVENT_ADAPTER.validate_json(GOAL_EVENT_ADAPTER.dump_json(event)) == event
-            self.state = evolve(self.state, event)
+            self.state = evolve_goal(self.state, event)
         self.events += events
         self.last_step_accepted = True
         return True
@@ -388,7 +388,7 @@ class GoalMachine(RuleBasedStateMachine):
         proposal = CloseGoal(reason=NoFollowUpReason.ACCEPTANCE_MET, summary="done")
         reason = None
         try:
-            decide(state, proposal, self.now)
+            decide_goal(state, proposal, self.now)
         except FailedPrecondition as error:
             reason = error.reason
         assert (reason is None) == terminal
@@ -401,7 +401,7 @@ class GoalMachine(RuleBasedStateMachine):
     @invariant()
     def fold_equals_incremental_state(self) -> None:
         if self.events:
-            assert fold(self.events) == self.state
+            assert fold_goal(self.events) == self.state
             assert self.state is not None
             assert self.state.version == len(self.events)
             # The state is a projection the store may persist: JSON must be lossless too.

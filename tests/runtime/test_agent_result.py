@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.effects.support import git_workspace
-from turnkeeper.kernel import GoalState, decide, evolve, fold
+from turnkeeper.kernel import GoalState, decide_goal, evolve_goal, fold_goal
 from turnkeeper.kernel.proposals import CreateGoal, CriterionSpec, SatisfyCriterion
 from turnkeeper.kernel.session import NextTurn, TurnEnvelope
 from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult, parse_result
@@ -118,7 +118,7 @@ def _goal() -> GoalState:
     create = CreateGoal(
         goal_id="g", title="notes", criteria=[CriterionSpec(id="c1", text="all written")]
     )
-    return fold(decide(None, create, NOW))
+    return fold_goal(decide_goal(None, create, NOW))
 
 
 def _envelope() -> TurnEnvelope:
@@ -152,7 +152,7 @@ def test_a_proposal_may_name_the_evidence_recorded_by_the_same_result(tmp_path: 
     events, verdict = decide_write_back(goal, prepared, envelope, NOW)
     state = goal
     for event in events:
-        state = evolve(state, event)
+        state = evolve_goal(state, event)
     assert state.evidence[f"ev-{TURN}-0"].exit_code == 3  # run again by turnkeeper
     assert state.evidence[f"ev-{TURN}-1"].exit_code == 0
     assert state.goal.criteria[0].met is True

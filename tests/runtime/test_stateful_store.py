@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.kernel import fold
+from turnkeeper.kernel import fold_goal
 from turnkeeper.kernel.model import NoFollowUpReason
 from turnkeeper.kernel.proposals import (
     AddMonitor,
@@ -169,7 +169,7 @@ class ServiceMachine(RuleBasedStateMachine):
             assert [r.seq for r in records] == list(range(1, len(records) + 1))
             projection = self.store.read_projection(stream)
             assert projection is not None and projection.head_seq == len(records)
-            folded = fold(GOAL_CODEC.decode_event(r) for r in records)
+            folded = fold_goal(GOAL_CODEC.decode_event(r) for r in records)
             assert GOAL_CODEC.decode_state(stream, projection.state) == folded
 
     @invariant()

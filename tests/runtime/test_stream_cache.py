@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from turnkeeper.errors import FailedPrecondition
-from turnkeeper.kernel import GoalState, decide
+from turnkeeper.kernel import GoalState, decide_goal
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import AcquireLease, LeaseToken, ReleaseLease
 from turnkeeper.runtime.log.codec import StreamCodec
@@ -71,24 +71,24 @@ def test_an_append_through_one_store_is_seen_by_the_others_cached_load(
     # after the writer cached head 2 by loading it.
     assert load_stream(writer, GOAL_CODEC, stream)[1] == 2
     now = datetime.now(UTC)
-    decide_and_append(reader, GOAL_CODEC, stream, lambda s: decide(s, add_todo("t2"), now))
+    decide_and_append(reader, GOAL_CODEC, stream, lambda s: decide_goal(s, add_todo("t2"), now))
     state, head = load_stream(writer, GOAL_CODEC, stream)
     assert (head, todo_ids(state)) == (3, ["t1", "t2"])
 
 
 def _decide_t2(state: GoalState | None, now: datetime) -> list[Any]:
-    return decide(state, add_todo("t2"), now)
+    return decide_goal(state, add_todo("t2"), now)
 
 
 def _nothing_without_t1(state: GoalState | None, now: datetime) -> list[Any]:
     # Writes only once t1 exists: on the stale state it decides "nothing to do".
-    return decide(state, add_todo("t2"), now) if state and "t1" in state.todos else []
+    return decide_goal(state, add_todo("t2"), now) if state and "t1" in state.todos else []
 
 
 def _rejects_without_t1(state: GoalState | None, now: datetime) -> list[Any]:
     if state is None or "t1" not in state.todos:
         raise FailedPrecondition("t1 is missing", reason="test_needs_t1")
-    return decide(state, add_todo("t2"), now)
+    return decide_goal(state, add_todo("t2"), now)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """``decide``: the kernel's one entry point for change.
 
-``decide(state, proposal, now)`` returns the events that accepting ``proposal``
+``decide_goal(state, proposal, now)`` returns the events that accepting ``proposal``
 produces, or raises a typed error from :mod:`turnkeeper.errors` and produces
 nothing. It is pure: the time is the ``now`` argument, ids come in the proposal.
 
@@ -27,7 +27,7 @@ from turnkeeper.errors import AlreadyExists, FailedPrecondition, NotFound
 from turnkeeper.kernel import _goal_rules, _todo_rules, _watch_rules
 from turnkeeper.kernel._guards import require_utc
 from turnkeeper.kernel.events import GoalEvent
-from turnkeeper.kernel.evolve import evolve
+from turnkeeper.kernel.evolve import evolve_goal
 from turnkeeper.kernel.model import GoalState
 from turnkeeper.kernel.proposals import (
     AddMonitor,
@@ -93,7 +93,7 @@ _RULES: dict[type[Any], _Rule] = {
 }
 
 
-def decide(state: GoalState | None, proposal: GoalProposal, now: datetime) -> list[GoalEvent]:
+def decide_goal(state: GoalState | None, proposal: GoalProposal, now: datetime) -> list[GoalEvent]:
     """Events for accepting ``proposal`` on ``state`` at ``now``, or a typed error.
 
     ``state`` is None for a goal with no events yet; only ``CreateGoal`` applies then.
@@ -122,7 +122,7 @@ def decide(state: GoalState | None, proposal: GoalProposal, now: datetime) -> li
         return events
     after = state
     for event in events:
-        after = evolve(after, event)
+        after = evolve_goal(after, event)
     hits = pending_triggers(after, now, include_time_based=isinstance(proposal, Reassess))
     return [*events, *raise_obligations(after, hits, now)]
 
@@ -131,10 +131,10 @@ def decide_and_evolve(
     state: GoalState | None, proposal: GoalProposal, now: datetime
 ) -> tuple[list[GoalEvent], GoalState]:
     """``decide`` plus the state after its events: the common caller's pair."""
-    events = decide(state, proposal, now)
+    events = decide_goal(state, proposal, now)
     after = state
     for event in events:
-        after = evolve(after, event)
-    if after is None:  # pragma: no cover - decide(None, ...) always creates the goal
+        after = evolve_goal(after, event)
+    if after is None:  # pragma: no cover - decide_goal(None, ...) always creates the goal
         raise NotFound("goal not found", reason="goal_not_found")
     return events, after

@@ -59,17 +59,17 @@ from turnkeeper.kernel.model import (
 _T = TypeVar("_T")
 
 
-def fold(events: Iterable[GoalEvent]) -> GoalState:
+def fold_goal(events: Iterable[GoalEvent]) -> GoalState:
     """The state after applying ``events`` in order; the stream must not be empty."""
     state: GoalState | None = None
     for event in events:
-        state = evolve(state, event)
+        state = evolve_goal(state, event)
     if state is None:
         raise DataLoss("cannot fold an empty goal stream", reason="empty_stream")
     return state
 
 
-def evolve(state: GoalState | None, event: GoalEvent) -> GoalState:
+def evolve_goal(state: GoalState | None, event: GoalEvent) -> GoalState:
     """The state after ``event``. Only ``goal_created`` may start a stream."""
     if isinstance(event, GoalCreated):
         if state is not None:

@@ -20,9 +20,9 @@ from turnkeeper.kernel import (
     GoalState,
     TerminalAudit,
     audit,
-    decide,
-    evolve,
-    fold,
+    decide_goal,
+    evolve_goal,
+    fold_goal,
 )
 from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.runtime.log.codec import StreamCodec
@@ -37,8 +37,8 @@ GOAL_CODEC: StreamCodec[GoalState, GoalEvent] = StreamCodec(
     state_type=GoalState,
     event_adapter=GOAL_EVENT_ADAPTER,
     supported_versions=EVENT_SCHEMA_VERSIONS,
-    fold_events=fold,
-    evolve_event=evolve,
+    fold_events=fold_goal,
+    evolve_event=evolve_goal,
 )
 
 # Which events introduce an entity that commands may name on its own (todo ids, ...).
@@ -162,7 +162,7 @@ class GoalService:
             self._store,
             GOAL_CODEC,
             goal_stream(goal_id),
-            lambda state: decide(state, proposal_for(state), self._clock()),
+            lambda state: decide_goal(state, proposal_for(state), self._clock()),
             index=index_entries,
         )
         if done.state is None:

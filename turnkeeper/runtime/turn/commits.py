@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from turnkeeper.errors import NotFound, TurnkeeperError
-from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide
+from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide_goal
 from turnkeeper.kernel.limits import fit_title
 from turnkeeper.kernel.session import (
     AcceptTurn,
@@ -77,7 +77,9 @@ class TurnCommits:
         plans: list[StreamPlan[GoalState, GoalEvent] | StreamPlan[SessionState, SessionEvent]]
         plans = []
         if claim is not None:
-            plans.append(self._goal_plan(session.goal_id, lambda s, now: decide(s, claim, now)))
+            plans.append(
+                self._goal_plan(session.goal_id, lambda s, now: decide_goal(s, claim, now))
+            )
         accept = AcceptTurn(lease=self._token(sid), envelope=envelope)
         plans.append(self._session_plan(sid, lambda: [accept]))
         decide_and_append_many(self._store, plans)

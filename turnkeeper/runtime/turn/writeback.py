@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 
 from turnkeeper.errors import AlreadyExists, TurnkeeperError
-from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide, evolve
+from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide_goal, evolve_goal
 from turnkeeper.kernel.progress import made_progress
 from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence, checked_input
 from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
@@ -167,7 +167,7 @@ def _decide_one(
     out: WriteBackResult,
 ) -> GoalState:
     try:
-        decided = decide(state, proposal, now)
+        decided = decide_goal(state, proposal, now)
     except AlreadyExists:
         out.accepted.append(ProposalDecision(proposal_id=pid, reason="already applied"))
         return state
@@ -176,7 +176,7 @@ def _decide_one(
         out.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
         return state
     for event in decided:
-        state = evolve(state, event)
+        state = evolve_goal(state, event)
     events.extend(decided)
     out.accepted.append(ProposalDecision(proposal_id=pid))
     return state
