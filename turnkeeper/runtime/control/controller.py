@@ -47,7 +47,7 @@ from turnkeeper.runtime.services.extension_settings import disabled_host_reason
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
-from turnkeeper.runtime.turn.driver import DriverConfig, TurnDriver, TurnResult
+from turnkeeper.runtime.turn.driver import TurnDriver, TurnResult
 from turnkeeper.runtime.turn.host_receipts import failure_reason
 from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.runtime.turn.run_progress import Reporter, RunMonitor, RunRecord
@@ -107,18 +107,7 @@ class Controller:
         # Recoveries at once: probes (git, /proc) and commits overlap, bounded.
         self._recovery_slots = threading.BoundedSemaphore(RECOVERY_WORKERS)
         runner = self.config.runner
-        driver_config = DriverConfig(
-            lease_seconds=self.config.lease_seconds,
-            host_timeout_seconds=self.config.host_timeout_seconds,
-            host_loader=(
-                runner.loader(None if runner.required else self.config.host_loader)
-                if runner is not None
-                else self.config.host_loader
-            ),
-            turn_limits=self.config.turn_limits,
-            clock=self.config.clock,
-        )
-        self.driver = TurnDriver(self.sessions, self.goals, self.token, driver_config)
+        self.driver = TurnDriver(self.sessions, self.goals, self.token, self.config.for_driver())
         self.leases = SessionLeases(
             self.sessions,
             self.owner,

@@ -4,32 +4,27 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
-from turnkeeper.hosts import HostLoader, load_host
-from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
-from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
+from turnkeeper.runtime.turn.driver import DriverConfig
+from turnkeeper.runtime.turn.lease_keeper import LEASE_SECONDS
 from turnkeeper.runtime.turn.runner_link import RunnerLink
 
 __all__ = ["LEASE_SECONDS", "ControllerConfig", "RunSummary"]
 
-# How long a session lease lasts unless renewed (renewed every third of it).
-LEASE_SECONDS = 120.0
-
 
 @dataclass
-class ControllerConfig:
-    lease_seconds: float = LEASE_SECONDS
-    host_timeout_seconds: int = 3600
+class ControllerConfig(DriverConfig):
+    """The driver's settings (lease length, host timeout and loader, turn limits, clock)
+    and the control loop's own."""
+
     policy: RecoveryPolicy = field(default_factory=lambda: RecoveryPolicy(max_attempts=4))
     progress: ProgressPolicy = field(default_factory=ProgressPolicy)
     max_turns: int | None = None
     # Turns (hosts) running at once; sessions beyond it wait for a free slot.
     max_concurrent: int = 64
     close_goal_when_terminal: bool = True
-    host_loader: HostLoader = load_host
-    turn_limits: TurnLimits = field(default_factory=TurnLimits)
     # Seconds without any host output before ``run`` warns that the host is silent.
     silence_warning_seconds: float = 120.0
     # The project's runner (runtime/turn/runner_link.py): hosts run their turns there, and
@@ -37,8 +32,14 @@ class ControllerConfig:
     runner: RunnerLink | None = None
     # ``--runner require``: seconds a session waits for a runner that does not answer.
     runner_wait_seconds: float = 300.0
-    # When the controller acts (lease renewals); leases expire by the store's clock.
-    clock: Clock = SYSTEM_CLOCK
+
+    def for_driver(self) -> DriverConfig:
+        """The driver's part, its host loader routed through the runner when there is one."""
+        mine = {f.name: getattr(self, f.name) for f in fields(DriverConfig)}
+        runner = self.runner
+        if runner is not None:
+            mine["host_loader"] = runner.loader(None if runner.required else self.host_loader)
+        return DriverConfig(**mine)
 
 
 @dataclass

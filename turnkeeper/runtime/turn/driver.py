@@ -77,7 +77,7 @@ from turnkeeper.runtime.turn.host_receipts import (
     failure_reason,
 )
 from turnkeeper.runtime.turn.host_receipts import bounded_result as _bounded_result
-from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper, renewing
+from turnkeeper.runtime.turn.lease_keeper import LEASE_SECONDS, LeaseKeeper, renewing
 from turnkeeper.runtime.turn.run_progress import TurnWatcher
 from turnkeeper.runtime.turn.runner_link import Reattached, forget_turn
 from turnkeeper.runtime.turn.writeback import (
@@ -98,7 +98,10 @@ DEFAULT_CONTRACT = InteractionContract(
 
 @dataclass
 class DriverConfig:
-    lease_seconds: float = 120.0
+    """What a turn driver is told; :class:`ControllerConfig` adds what the control loop is
+    told (runtime/control/run_config.py)."""
+
+    lease_seconds: float = LEASE_SECONDS
     host_timeout_seconds: int = 3600
     # How a host kind becomes a Host: entry points by default; tests may inject.
     host_loader: HostLoader = load_host

@@ -26,6 +26,8 @@ from turnkeeper.kernel.session import LeaseToken, RenewLease
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 
+# How long a session lease lasts unless renewed (a keeper renews it every third).
+LEASE_SECONDS = 120.0
 # How long the thread waits for more work before it ends.
 IDLE_SECONDS = 1.0
 
