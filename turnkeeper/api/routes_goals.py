@@ -20,7 +20,7 @@ from turnkeeper.api.deps import Body, IdField, IdPath, store_of
 from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.kernel.model import Claim, Evidence, Gate, Monitor, NoFollowUpReason, Todo
 from turnkeeper.kernel.proposals import AddMonitor, RecordReadback, checked_input
-from turnkeeper.project_api.goals import Gates, Goals, Todos
+from turnkeeper.project_api.goals import Gates, Goals, StoreOf, Todos
 from turnkeeper.runtime.services.goals import GoalService, id_in_goal, new_id
 from turnkeeper.store.base import EventStore
 
@@ -115,20 +115,20 @@ def _goal(store: EventStore, ref: str) -> str:
     return _goals(store).resolve("goal", ref)
 
 
-def _of(store: EventStore) -> Any:
+def _of(store: EventStore) -> StoreOf:
     return lambda: store
 
 
 @router.get("/goals", response_model=GoalList)
 @access("read")
-def goals_list(store: Store) -> Any:
+def goals_list(store: Store) -> GoalList:
     """Every goal with its todos, gates, monitors, evidence and obligations."""
     return GoalList(goals=Goals(_of(store)).list())
 
 
 @router.post("/goals", response_model=GoalState)
 @access("update")
-def goal_create(body: GoalCreate, store: Store) -> Any:
+def goal_create(body: GoalCreate, store: Store) -> GoalState:
     """Create a goal; its criteria get the ids c1, c2, ... in order (``goal add``)."""
     return Goals(_of(store)).add(
         body.title,
@@ -141,28 +141,30 @@ def goal_create(body: GoalCreate, store: Store) -> Any:
 
 @router.get("/goals/{goal_id}", response_model=GoalState)
 @access("read")
-def goal_show(goal_id: IdPath, store: Store) -> Any:
+def goal_show(goal_id: IdPath, store: Store) -> GoalState:
     """A goal (``goal show``)."""
     return Goals(_of(store)).show(_goal(store, goal_id))
 
 
 @router.get("/goals/{goal_id}/audit", response_model=TerminalAudit)
 @access("read")
-def goal_audit(goal_id: IdPath, store: Store) -> Any:
+def goal_audit(goal_id: IdPath, store: Store) -> TerminalAudit:
     """The terminal audit now: every counter and every named blocker (``audit``)."""
     return Goals(_of(store)).audit(_goal(store, goal_id))
 
 
 @router.post("/goals/{goal_id}/close", response_model=GoalState)
 @access("update")
-def goal_close(goal_id: IdPath, body: GoalClose, store: Store) -> Any:
+def goal_close(goal_id: IdPath, body: GoalClose, store: Store) -> GoalState:
     """Close the goal; refused unless the terminal audit passes (``goal close``)."""
     return Goals(_of(store)).close(_goal(store, goal_id), body.summary, reason=body.reason)
 
 
 @router.post("/goals/{goal_id}/criteria/{criterion_id}/met", response_model=GoalState)
 @access("update")
-def criterion_met(goal_id: IdPath, criterion_id: IdPath, body: CriterionMet, store: Store) -> Any:
+def criterion_met(
+    goal_id: IdPath, criterion_id: IdPath, body: CriterionMet, store: Store
+) -> GoalState:
     """Mark a criterion met by passing, fresh evidence (``goal criterion-met``)."""
     gid = _goal(store, goal_id)
     state = _goals(store).load(gid)
@@ -173,7 +175,7 @@ def criterion_met(goal_id: IdPath, criterion_id: IdPath, body: CriterionMet, sto
 
 @router.post("/goals/{goal_id}/proposals", response_model=ProposalAnswer)
 @access("update")
-def goal_propose(goal_id: IdPath, body: dict[str, JsonValue], store: Store) -> Any:
+def goal_propose(goal_id: IdPath, body: dict[str, JsonValue], store: Store) -> ProposalAnswer:
     """Any kernel proposal as JSON, the full surface (``propose``)."""
     target = goal_id if body.get("kind") == "create_goal" else _goal(store, goal_id)
     done = Goals(_of(store)).propose(target, body)
@@ -186,14 +188,14 @@ def goal_propose(goal_id: IdPath, body: dict[str, JsonValue], store: Store) -> A
 
 @router.get("/goals/{goal_id}/todos", response_model=list[Todo])
 @access("read")
-def todos_list(goal_id: IdPath, store: Store) -> Any:
+def todos_list(goal_id: IdPath, store: Store) -> list[Todo]:
     """The goal's todos in the order they were added."""
     return Todos(_of(store)).list(_goal(store, goal_id))
 
 
 @router.post("/goals/{goal_id}/todos", response_model=Todo)
 @access("update")
-def todo_create(goal_id: IdPath, body: TodoCreate, store: Store) -> Any:
+def todo_create(goal_id: IdPath, body: TodoCreate, store: Store) -> Todo:
     """Add a todo (``todo add``)."""
     gid = _goal(store, goal_id)
     state = _goals(store).load(gid)
@@ -214,14 +216,14 @@ def _todo(store: EventStore, ref: str) -> str:
 
 @router.get("/todos/{todo_id}", response_model=Todo)
 @access("read")
-def todo_show(todo_id: IdPath, store: Store) -> Any:
+def todo_show(todo_id: IdPath, store: Store) -> Todo:
     """One todo (``todo show``)."""
     return Todos(_of(store)).show(_todo(store, todo_id))
 
 
 @router.post("/todos/{todo_id}/claim", response_model=Claim)
 @access("update")
-def todo_claim(todo_id: IdPath, body: TodoClaim, store: Store) -> Any:
+def todo_claim(todo_id: IdPath, body: TodoClaim, store: Store) -> Claim:
     """Claim a todo under a lease; later writes give the claim's epoch (``todo claim``)."""
     todos = Todos(_of(store))
     return todos.claim(_todo(store, todo_id), owner=body.owner, lease_seconds=body.lease_seconds)
@@ -229,14 +231,14 @@ def todo_claim(todo_id: IdPath, body: TodoClaim, store: Store) -> Any:
 
 @router.post("/todos/{todo_id}/release", response_model=Todo)
 @access("update")
-def todo_release(todo_id: IdPath, body: TodoFence, store: Store) -> Any:
+def todo_release(todo_id: IdPath, body: TodoFence, store: Store) -> Todo:
     """Give a claimed todo back (``todo release``)."""
     return Todos(_of(store)).release(_todo(store, todo_id), epoch=body.epoch, owner=body.owner)
 
 
 @router.post("/todos/{todo_id}/done", response_model=Todo)
 @access("update")
-def todo_done(todo_id: IdPath, body: TodoDone, store: Store) -> Any:
+def todo_done(todo_id: IdPath, body: TodoDone, store: Store) -> Todo:
     """Finish a claimed todo; its required evidence must pass and be fresh (``todo done``)."""
     gid, tid = _goals(store).locate("todo", todo_id)
     state = _goals(store).load(gid)
@@ -251,14 +253,14 @@ def todo_done(todo_id: IdPath, body: TodoDone, store: Store) -> Any:
 
 @router.get("/goals/{goal_id}/gates", response_model=list[Gate])
 @access("read")
-def gates_list(goal_id: IdPath, store: Store) -> Any:
+def gates_list(goal_id: IdPath, store: Store) -> list[Gate]:
     """The goal's gates, open and resolved (``gate list``)."""
     return Gates(_of(store)).list(_goal(store, goal_id))
 
 
 @router.post("/goals/{goal_id}/gates", response_model=Gate)
 @access("update")
-def gate_create(goal_id: IdPath, body: GateCreate, store: Store) -> Any:
+def gate_create(goal_id: IdPath, body: GateCreate, store: Store) -> Gate:
     """Open a gate: a decision that blocks work until resolved (``gate open``)."""
     gid = _goal(store, goal_id)
     state = _goals(store).load(gid)
@@ -268,7 +270,7 @@ def gate_create(goal_id: IdPath, body: GateCreate, store: Store) -> Any:
 
 @router.post("/gates/{gate_id}/resolve", response_model=Gate)
 @access("update")
-def gate_resolve(gate_id: IdPath, body: GateResolve, store: Store) -> Any:
+def gate_resolve(gate_id: IdPath, body: GateResolve, store: Store) -> Gate:
     """Resolve an open gate with a decision (``gate resolve``)."""
     full = _goals(store).locate("gate", gate_id)[1]
     return Gates(_of(store)).resolve(full, body.decision, by=body.by, payload=body.payload)
@@ -276,14 +278,14 @@ def gate_resolve(gate_id: IdPath, body: GateResolve, store: Store) -> Any:
 
 @router.get("/goals/{goal_id}/monitors", response_model=list[Monitor])
 @access("read")
-def monitors_list(goal_id: IdPath, store: Store) -> Any:
+def monitors_list(goal_id: IdPath, store: Store) -> list[Monitor]:
     """The goal's monitors: cadence, next due, no-change streak, freshness."""
     return list(_goals(store).load(_goal(store, goal_id)).monitors.values())
 
 
 @router.post("/goals/{goal_id}/monitors", response_model=Monitor)
 @access("update")
-def monitor_create(goal_id: IdPath, body: MonitorCreate, store: Store) -> Any:
+def monitor_create(goal_id: IdPath, body: MonitorCreate, store: Store) -> Monitor:
     """Watch an external fact, due for a readback every cadence (``monitor add``)."""
     mid = new_id("mon")
     with checked_input():
@@ -300,7 +302,7 @@ def monitor_create(goal_id: IdPath, body: MonitorCreate, store: Store) -> Any:
 
 @router.post("/monitors/{monitor_id}/readback", response_model=Monitor)
 @access("update")
-def monitor_readback(monitor_id: IdPath, body: Readback, store: Store) -> Any:
+def monitor_readback(monitor_id: IdPath, body: Readback, store: Store) -> Monitor:
     """Record what the monitored fact reads now (``monitor readback``)."""
     gid, mid = _goals(store).locate("monitor", monitor_id)
     with checked_input():
@@ -310,6 +312,6 @@ def monitor_readback(monitor_id: IdPath, body: Readback, store: Store) -> Any:
 
 @router.get("/goals/{goal_id}/evidence", response_model=list[Evidence])
 @access("read")
-def evidence_list(goal_id: IdPath, store: Store) -> Any:
+def evidence_list(goal_id: IdPath, store: Store) -> list[Evidence]:
     """The goal's evidence records in the order they were recorded (``evidence list``)."""
     return list(_goals(store).load(_goal(store, goal_id)).evidence.values())

@@ -138,7 +138,7 @@ def turn_of(store: EventStore, sid: str, ref: str) -> TurnInfo:
 
 @router.get("/sessions", response_model=SessionList)
 @access("read")
-def sessions_list(store: Store) -> Any:
+def sessions_list(store: Store) -> SessionList:
     """Every session."""
     return SessionList(sessions=SessionService(store).list())
 
@@ -147,7 +147,7 @@ def sessions_list(store: Store) -> Any:
 @access("update")
 def session_create(
     body: SessionCreate, store: Store, root: Root, request_id: OptionalIdempotencyKey = None
-) -> Any:
+) -> SessionCreated:
     """Bind a host to a goal and a workspace (``session create``); a retry with the same
     ``Idempotency-Key`` and body returns the same session."""
     rid = request_id if request_id is not None else str(uuid.uuid4())
@@ -170,7 +170,7 @@ def session_create(
 
 @router.get("/sessions/{session_id}", response_model=SessionState)
 @access("read", "session")
-def session_show(session_id: SessionPath, store: Store) -> Any:
+def session_show(session_id: SessionPath, store: Store) -> SessionState:
     """A session: status, lease, turn in flight, counters, latest recovery report."""
     sessions = SessionService(store)
     return sessions.load(resolve_session(store, session_id))
@@ -178,7 +178,7 @@ def session_show(session_id: SessionPath, store: Store) -> Any:
 
 @router.get("/sessions/{session_id}/turns", response_model=TurnList)
 @access("read", "session")
-def turns_list(session_id: SessionPath, store: Store) -> Any:
+def turns_list(session_id: SessionPath, store: Store) -> TurnList:
     """The session's turns, oldest first (``turn list``)."""
     sid = resolve_session(store, session_id)
     now = SessionService(store).now()
@@ -192,7 +192,7 @@ def turn_show(
     turn_id: IdPath,
     store: Store,
     events: Annotated[int, Query(ge=0, le=1_000_000, description="The last N host events.")] = 20,
-) -> Any:
+) -> dict[str, Any]:
     """One turn: envelope, phases with times, receipt, host events, effects, snapshot."""
     sid = resolve_session(store, session_id)
     turn = turn_of(store, sid, turn_id)
@@ -201,7 +201,7 @@ def turn_show(
 
 @router.post("/sessions/{session_id}/turns/{turn_id}/recover", response_model=SessionState)
 @access("update", "session")
-def turn_recover(session_id: SessionPath, turn_id: IdPath, store: Store) -> Any:
+def turn_recover(session_id: SessionPath, turn_id: IdPath, store: Store) -> SessionState:
     """Validate a failed turn's host recovery record and resume the session (``recover``)."""
     sid = resolve_session(store, session_id)
     return recover_turn(store, turn_of(store, sid, turn_id).turn_id)
@@ -209,7 +209,7 @@ def turn_recover(session_id: SessionPath, turn_id: IdPath, store: Store) -> Any:
 
 @router.get("/sessions/{session_id}/snapshots", response_model=SnapshotList)
 @access("read", "session")
-def snapshots_list(session_id: SessionPath, store: Store) -> Any:
+def snapshots_list(session_id: SessionPath, store: Store) -> SnapshotList:
     """One snapshot per completed turn, oldest first (``session snapshots``)."""
     sid, rows = list_snapshots(store, resolve_session(store, session_id))
     return SnapshotList(session_id=sid, snapshots=rows)
@@ -217,7 +217,9 @@ def snapshots_list(session_id: SessionPath, store: Store) -> Any:
 
 @router.post("/sessions/{session_id}/stop", response_model=OperatorAnswer)
 @access("update", "session")
-def session_stop(session_id: SessionPath, store: Store, body: ReasonBody | None = None) -> Any:
+def session_stop(
+    session_id: SessionPath, store: Store, body: ReasonBody | None = None
+) -> OperatorAnswer:
     """End the running host, abandon the turn, suspend the session, free its todos."""
     reason = body.reason if body and body.reason else "stopped by operator"
     return _operator(OperatorActions(store).stop(resolve_session(store, session_id), reason))
@@ -225,7 +227,9 @@ def session_stop(session_id: SessionPath, store: Store, body: ReasonBody | None 
 
 @router.post("/sessions/{session_id}/resume", response_model=OperatorAnswer)
 @access("update", "session")
-def session_resume(session_id: SessionPath, store: Store, body: ReasonBody | None = None) -> Any:
+def session_resume(
+    session_id: SessionPath, store: Store, body: ReasonBody | None = None
+) -> OperatorAnswer:
     """Back to ready after a stop, a suspension, a crash or a revert."""
     reason = body.reason if body and body.reason else "resumed by operator"
     return _operator(OperatorActions(store).resume(resolve_session(store, session_id), reason))
@@ -233,7 +237,9 @@ def session_resume(session_id: SessionPath, store: Store, body: ReasonBody | Non
 
 @router.post("/sessions/{session_id}/crash", response_model=OperatorAnswer)
 @access("update", "session")
-def session_crash(session_id: SessionPath, store: Store, body: ReasonBody | None = None) -> Any:
+def session_crash(
+    session_id: SessionPath, store: Store, body: ReasonBody | None = None
+) -> OperatorAnswer:
     """Mark the session crashed (an operator's call), so that it can be reverted."""
     reason = body.reason if body and body.reason else "marked crashed by operator"
     return _operator(OperatorActions(store).crash(resolve_session(store, session_id), reason))
@@ -241,7 +247,9 @@ def session_crash(session_id: SessionPath, store: Store, body: ReasonBody | None
 
 @router.post("/sessions/{session_id}/revert", response_model=OperationAnswer)
 @access("update", "session")
-def session_revert(session_id: SessionPath, request_id: IdempotencyKey, store: Store) -> Any:
+def session_revert(
+    session_id: SessionPath, request_id: IdempotencyKey, store: Store
+) -> OperationAnswer:
     """Revert a crashed session to its last completed snapshot; a retry with the same
     ``Idempotency-Key`` joins the same operation."""
     return _operation(Operations(store).revert(resolve_session(store, session_id), request_id))
@@ -249,13 +257,15 @@ def session_revert(session_id: SessionPath, request_id: IdempotencyKey, store: S
 
 @router.delete("/sessions/{session_id}", response_model=OperationAnswer)
 @access("delete", "session")
-def session_delete(session_id: SessionPath, request_id: IdempotencyKey, store: Store) -> Any:
+def session_delete(
+    session_id: SessionPath, request_id: IdempotencyKey, store: Store
+) -> OperationAnswer:
     """Delete the session (closed or not, superseding a pending revert) and its snapshots."""
     return _operation(Operations(store).delete(resolve_session(store, session_id), request_id))
 
 
 @router.get("/operations/{request_id}", response_model=dict[str, Any])
 @access("read")
-def operation_show(request_id: IdPath, store: Store) -> Any:
+def operation_show(request_id: IdPath, store: Store) -> dict[str, Any]:
     """A create, revert or delete by its request id (``operation show``)."""
     return Operations(store).show(request_id).as_json()

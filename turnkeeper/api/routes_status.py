@@ -70,7 +70,7 @@ class Caller(BaseModel):
 
 @router.get("/status", response_model=StatusAnswer)
 @access("read")
-def status(store: Store) -> Any:
+def status(store: Store) -> StatusAnswer:
     """Everything in flight: every goal with its audit, every session (``status``).
     DATA_LOSS when the log holds less than a workspace's snapshots record."""
     goals = GoalService(store)
@@ -95,7 +95,7 @@ def status(store: Store) -> Any:
 
 @router.get("/whoami", response_model=Caller)
 @access("read", "any")
-def whoami(request: Request) -> Any:
+def whoami(request: Request) -> Caller:
     """The caller: the admin, or a share (its session and mode)."""
     principal: Principal = principal_of(request)
     share = ShareView(**share_json(principal.share)) if principal.share is not None else None
@@ -104,7 +104,7 @@ def whoami(request: Request) -> Any:
 
 @router.get("/shares", response_model=ShareList)
 @access("admin")
-def shares_list(store: Store) -> Any:
+def shares_list(store: Store) -> ShareList:
     """Every share, revoked ones too (``share list``); tokens are never shown again."""
     shares = AccessService(store).list_shares()
     return ShareList(shares=[ShareView(**share_json(s)) for s in shares])
@@ -112,7 +112,7 @@ def shares_list(store: Store) -> Any:
 
 @router.post("/sessions/{session_id}/shares", response_model=ShareCreated)
 @access("admin", "session")
-def share_create(session_id: SessionPath, body: ShareCreate, store: Store) -> Any:
+def share_create(session_id: SessionPath, body: ShareCreate, store: Store) -> ShareCreated:
     """Share one session, read-only or with update rights (``share create``); the
     token is in the answer and nowhere else."""
     made = AccessService(store).create_share(resolve_session(store, session_id), body.mode)
@@ -121,7 +121,7 @@ def share_create(session_id: SessionPath, body: ShareCreate, store: Store) -> An
 
 @router.delete("/shares/{share_id}", response_model=ShareView)
 @access("admin")
-def share_revoke(share_id: IdPath, store: Store) -> Any:
+def share_revoke(share_id: IdPath, store: Store) -> ShareView:
     """Revoke a share: its token stops working (``share revoke``)."""
     return ShareView(**share_json(AccessService(store).revoke_share(share_id)))
 
