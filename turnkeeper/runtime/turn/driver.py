@@ -39,11 +39,6 @@ from turnkeeper.hosts import (
     load_host,
 )
 from turnkeeper.hosts.base import TurnLimits
-from turnkeeper.hosts.output_cap import (
-    TRUNCATED_KIND,
-    OutputCap,
-    carries_meaning,
-)
 from turnkeeper.kernel.proposals import ClaimTodo
 from turnkeeper.kernel.session import (
     HostRecoveryRecord,
@@ -69,7 +64,7 @@ from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult, p
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.turn.commits import TurnCommits
 from turnkeeper.runtime.turn.effects import EffectRunner, EffectsSummary
-from turnkeeper.runtime.turn.event_pump import TIMED_OUT, EventBatcher, EventFeed
+from turnkeeper.runtime.turn.event_pump import TIMED_OUT, CappedEvents, EventBatcher, EventFeed
 from turnkeeper.runtime.turn.host_receipts import (
     artifact_digest,
     artifact_path,
@@ -137,37 +132,6 @@ def _spawn_failure(error: TurnkeeperError) -> HostOutcome:
         error_kind=HostErrorKind.SPAWN,
         message=f"host not started: {error.code.value} ({error.reason}): {error.message}",
     )
-
-
-class _CappedEvents:
-    """The driver's own output cap, so the journal stays within the turn's limits
-    whatever a host does with ``TurnRequest.limits`` (see hosts/output_cap.py).
-
-    Journaled events are numbered here, contiguously, because the kernel refuses a
-    gap: an event kept after dropped ones gets the next journal seq instead of its
-    host seq. A host that honours the limits never has an event dropped here, so
-    its events keep their own seqs.
-    """
-
-    def __init__(self, limits: TurnLimits, journaled: int = 0) -> None:
-        """``journaled``: events of this turn already journaled (a reattached turn)."""
-        self._cap = OutputCap(limits)
-        self._seq = journaled
-
-    def admit(self, event: HostEvent) -> HostEvent | None:
-        meaningful = carries_meaning(event.kind, event.data)
-        if not self._cap.admit(event.kind, event.data, meaningful=meaningful):
-            return None
-        self._seq += 1
-        return event if event.seq == self._seq else event.model_copy(update={"seq": self._seq})
-
-    def truncation(self) -> HostEvent | None:
-        """The ``output.truncated`` event for what this cap dropped (None: nothing)."""
-        data = self._cap.truncation()
-        if data is None:
-            return None
-        self._seq += 1
-        return HostEvent(seq=self._seq, kind=TRUNCATED_KIND, data=data)
 
 
 def new_turn_id() -> str:
@@ -381,7 +345,7 @@ class TurnDriver:
         journaled while it stays silent. Each iteration consumes an event or empties
         the batch, and the feed ends with the host's run: the loop is bounded."""
         sid = session.session_id
-        capped = _CappedEvents(self._config.turn_limits, after_seq)
+        capped = CappedEvents(self._config.turn_limits, after_seq)
         batch = EventBatcher(max_events=EVENT_BATCH)
         # A run that is told what was kept (a runner's) gets each batch journaled
         # durably first, then acknowledged up to the last host seq read: what it is

@@ -9,7 +9,8 @@ chatty host still costs one cheap commit per hundred events, never one per event
 The time bound must hold while the host is silent, so the pump cannot block on
 the host's event iterator: :class:`EventFeed` reads the iterator on a thread of its
 own into a queue, and the pump waits on the queue no longer than the oldest
-unjournaled event may wait (:meth:`EventBatcher.wait_seconds`).
+unjournaled event may wait (:meth:`EventBatcher.wait_seconds`). What is journaled at
+all stays within the turn's output limits (:class:`CappedEvents`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from turnkeeper.host_reports import HostEvent
+from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.hosts.output_cap import TRUNCATED_KIND, OutputCap, carries_meaning
 
 # Events per journal commit at most (a chatty host).
 EVENT_BATCH: Final = 100
@@ -32,6 +35,37 @@ EVENT_FLUSH_SECONDS: Final = 1.0
 URGENT_KINDS: Final = frozenset({"session.bound", "result"})
 # How long closing a feed waits for its reader after the host's tree was ended.
 _READER_JOIN_SECONDS: Final = 5.0
+
+
+class CappedEvents:
+    """The driver's own output cap, so the journal stays within the turn's limits
+    whatever a host does with ``TurnRequest.limits`` (see hosts/output_cap.py).
+
+    Journaled events are numbered here, contiguously, because the kernel refuses a
+    gap: an event kept after dropped ones gets the next journal seq instead of its
+    host seq. A host that honours the limits never has an event dropped here, so
+    its events keep their own seqs.
+    """
+
+    def __init__(self, limits: TurnLimits, journaled: int = 0) -> None:
+        """``journaled``: events of this turn already journaled (a reattached turn)."""
+        self._cap = OutputCap(limits)
+        self._seq = journaled
+
+    def admit(self, event: HostEvent) -> HostEvent | None:
+        meaningful = carries_meaning(event.kind, event.data)
+        if not self._cap.admit(event.kind, event.data, meaningful=meaningful):
+            return None
+        self._seq += 1
+        return event if event.seq == self._seq else event.model_copy(update={"seq": self._seq})
+
+    def truncation(self) -> HostEvent | None:
+        """The ``output.truncated`` event for what this cap dropped (None: nothing)."""
+        data = self._cap.truncation()
+        if data is None:
+            return None
+        self._seq += 1
+        return HostEvent(seq=self._seq, kind=TRUNCATED_KIND, data=data)
 
 
 class EventBatcher:
