@@ -6,15 +6,22 @@ again on the next hold)."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.runtime.manual_clock import ManualClock
+from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+from turnkeeper.runtime.control.session_leases import SessionLeases
+from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.turn import lease_keeper
 from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper
 from turnkeeper.store import open_store
+from turnkeeper.store.base import EventStore
 
 PERIOD = 10.0
 BOUND = 10.0  # real seconds a broken keeper may take before the test fails
@@ -116,6 +123,45 @@ def test_the_thread_ends_when_idle_and_starts_again() -> None:
         assert keeper._thread is not None and keeper._thread.is_alive()
         _periods(clock, renewals, "b", 2)
     assert renewals.count("b") == 2
+
+
+def test_a_one_shot_commands_lease_is_renewed_while_held_and_given_back(tmp_path: Path) -> None:
+    """The lease service an operator's command uses alone (``session stop``, ``revert``):
+    its own keeper renews the lease once a third of it, on the injected clock, through
+    the session stream, and stops when the lease is given back."""
+    clock = ManualClock()
+    store = open_store(tmp_path / "tk.db")
+    try:
+        GoalService(store).create(CreateGoal(goal_id="g", title="held by a command"))
+        sessions = SessionService(store)
+        sid = sessions.create("g", tmp_path, "inprocess").session_id
+        leases = SessionLeases(sessions, "ctl:operator:1:1", 30.0, clock=clock)
+        leases.acquire(sid)
+        first = sessions.load(sid).lease.expires_at
+        for renewed in (1, 2):
+            clock.until_waiting()
+            clock.advance(PERIOD)
+            _wait_for(lambda: _renewals(store, sid) >= renewed)  # noqa: B023 - used at once
+        later = sessions.load(sid).lease.expires_at
+        assert first is not None and later is not None and later > first
+        leases.release(sid)
+        assert sessions.load(sid).lease.owner is None
+        clock.advance(3 * PERIOD)  # nothing held: no renewal after the release
+        assert _renewals(store, sid) == 2
+    finally:
+        store.close()
+
+
+def _renewals(store: EventStore, sid: str) -> int:
+    events = store.read_stream(f"session:{sid}")
+    return sum(1 for e in events if e.type == "session.lease_renewed")
+
+
+def _wait_for(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + BOUND
+    while not done():
+        assert time.monotonic() < deadline, "no renewal"
+        time.sleep(0.01)
 
 
 def test_the_controllers_configuration_carries_the_clock(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from turnkeeper.kernel.session import (
 from turnkeeper.runtime.control.controller_identity import owner_is_dead
 from turnkeeper.runtime.control.session_stops import Say
 from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper, renewing
 
 
@@ -39,12 +40,15 @@ class SessionLeases:
         lease_seconds: float,
         keeper: LeaseKeeper | None = None,
         say: Say = _quiet,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """``keeper``: the controller's, shared with its driver; without one, a keeper of
+        this service's own on ``clock`` renews what it holds."""
         self._sessions = sessions
         self.owner = owner
         self.lease_seconds = lease_seconds
         self._keeper = keeper or LeaseKeeper(
-            renewing(sessions, self.token, lease_seconds), lease_seconds / 3
+            renewing(sessions, self.token, lease_seconds), lease_seconds / 3, clock
         )
         self._say = say
         self._tokens: dict[str, LeaseToken] = {}
