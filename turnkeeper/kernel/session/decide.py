@@ -96,11 +96,14 @@ def _report(
 
 _STATUS_TARGETS: dict[str, tuple[SessionStatus, frozenset[str]]] = {
     # action: (target status, statuses it may leave)
-    "stop": ("suspended", frozenset({"ready", "running", "suspended", "crashed"})),
-    "suspend": ("suspended", frozenset({"ready", "running", "suspended"})),
-    "resume": ("ready", frozenset({"ready", "running", "suspended", "crashed"})),
-    "mark_crashed": ("crashed", frozenset({"ready", "running", "suspended", "crashed"})),
-    "close": ("closed", frozenset({"ready", "suspended", "crashed"})),
+    "stop": (SessionStatus.SUSPENDED, frozenset({"ready", "running", "suspended", "crashed"})),
+    "suspend": (SessionStatus.SUSPENDED, frozenset({"ready", "running", "suspended"})),
+    "resume": (SessionStatus.READY, frozenset({"ready", "running", "suspended", "crashed"})),
+    "mark_crashed": (
+        SessionStatus.CRASHED,
+        frozenset({"ready", "running", "suspended", "crashed"}),
+    ),
+    "close": (SessionStatus.CLOSED, frozenset({"ready", "suspended", "crashed"})),
 }
 
 
@@ -129,8 +132,8 @@ def _set_status(state: SessionState, command: cmd.SetStatus, now: datetime) -> l
         )
         out.append(ev.TurnAbandoned(turn_id=turn.envelope.turn_id, reason=reason[:2000], at=now))
         turn = None
-    if target == "ready" and turn is not None:
-        target = "running"
+    if target == SessionStatus.READY and turn is not None:
+        target = SessionStatus.RUNNING
     if target == state.status and not out:
         return []  # already there: repeating an operator action changes nothing
     out.append(

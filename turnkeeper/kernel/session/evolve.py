@@ -78,7 +78,7 @@ def _end_turn(
         at=event.at,
     )
     # Only the turn lifecycle toggles running/ready; operator states stick.
-    status: SessionStatus = "ready" if state.status == "running" else state.status
+    status = SessionStatus.READY if state.status == SessionStatus.RUNNING else state.status
     return {
         "in_flight": None,
         "status": status,
@@ -109,7 +109,7 @@ def _accept(state: SessionState, event: ev.TurnAccepted) -> dict[str, Any]:
     env = event.envelope
     update: dict[str, Any] = {
         "in_flight": InFlightTurn(envelope=env, phase="accepted", accepted_at=event.at),
-        "status": "running" if state.status == "ready" else state.status,
+        "status": SessionStatus.RUNNING if state.status == SessionStatus.READY else state.status,
         "counters": _count(state, turns_accepted=1),
     }
     pending = state.recovery

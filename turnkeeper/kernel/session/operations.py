@@ -38,6 +38,7 @@ from turnkeeper.kernel.session.state import (
     Diagnostic,
     PendingRecovery,
     SessionState,
+    SessionStatus,
     TurnEnd,
 )
 
@@ -310,6 +311,10 @@ def evolve_operation(state: SessionState, event: SessionEvent) -> dict[str, Any]
         if event.outcome == "superseded":
             return {"operation": None}
         if event.outcome == "deleted":
-            return {"operation": None, "status": "deleted"}
-        return {"operation": None, "status": "suspended", "consecutive_host_failures": 0}
+            return {"operation": None, "status": SessionStatus.DELETED}
+        return {
+            "operation": None,
+            "status": SessionStatus.SUSPENDED,
+            "consecutive_host_failures": 0,
+        }
     raise ValueError(f"not an operation event: {event.type}")

@@ -8,6 +8,7 @@ row the store rewrites per append) stays constant however many turns a session r
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import AwareDatetime, Field
@@ -26,8 +27,17 @@ from turnkeeper.vocabulary import HostErrorKind, TurnKind
 
 SESSION_STATE_SCHEMA_VERSION = 1
 
+
 # ``deleted`` is final like ``closed``, reached only through a DELETE operation.
-SessionStatus = Literal["ready", "running", "suspended", "crashed", "closed", "deleted"]
+class SessionStatus(StrEnum):
+    READY = "ready"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    CRASHED = "crashed"
+    CLOSED = "closed"
+    DELETED = "deleted"
+
+
 # Non-terminal phases of the turn transaction; a terminal turn leaves ``in_flight``.
 TurnPhase = Literal["accepted", "host_started", "receipt", "written_back", "effects"]
 TurnOutcome = Literal["completed", "failed", "lost", "abandoned"]
@@ -150,7 +160,7 @@ class SessionState(KernelModel):
     # Where the workspace lives: only workers of this site drive it (None: any).
     site: Id | None = None
     lease: Lease = Lease()
-    status: SessionStatus = "ready"
+    status: SessionStatus = SessionStatus.READY
     in_flight: InFlightTurn | None = None
     consecutive_host_failures: int = Field(default=0, ge=0)
     # The progress guard (policy.py): completed turns in a row that changed nothing in
