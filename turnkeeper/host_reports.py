@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-ID_MAX_CHARS = 200  # the kernel's bound on every recorded id (kernel/limits.py)
+ID_MAX_CHARS = 200  # every recorded id's bound, the kernel's too (kernel/limits.py)
 ReportedId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS)]
 
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from turnkeeper.errors import InvalidArgument
+from turnkeeper.host_reports import ID_MAX_CHARS
 from turnkeeper.kernel import decide_and_evolve, fold_goal, parse_proposal
 from turnkeeper.kernel.events import GoalCreated, TodoAdded
 from turnkeeper.kernel.limits import (
     DURATION_MAX_SECONDS,
-    ID_MAX_CHARS,
     JSON_DEPTH_MAX,
     TEXT_MAX_CHARS,
     TITLE_MAX_CHARS,

@@ -45,7 +45,9 @@ from pydantic_core import PydanticCustomError
 
 from turnkeeper.errors import InvalidArgument
 
-ID_MAX_CHARS = 200
+# One bound on every recorded id, shared with the records a host makes.
+from turnkeeper.host_reports import ID_MAX_CHARS
+
 TITLE_MAX_CHARS = 2_000
 TEXT_MAX_CHARS = 20_000
 JSON_DEPTH_MAX = 64
