@@ -35,6 +35,7 @@ from turnkeeper.api.routes_sessions import resolve_session
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_stream
+from turnkeeper.runtime.services.turn_listing import PHASE_OF
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord
 
@@ -44,17 +45,6 @@ POLL_SECONDS: Final = 0.25
 KEEPALIVE_SECONDS: Final = 15.0
 BATCH: Final = 200  # records per read
 _POSITION = re.compile(r"^(\d{1,18})(?:-(\d{1,9}))?$")
-_PHASES: Final = {
-    "turn.accepted": "accepted",
-    "turn.host_started": "host_started",
-    "turn.receipt_recorded": "receipt",
-    "turn.written_back": "written_back",
-    "turn.completed": "completed",
-    "turn.failed": "failed",
-    "turn.lost": "lost",
-    "turn.abandoned": "abandoned",
-    "turn.unbound_restored": "lost",
-}
 
 
 @dataclass(frozen=True)
@@ -81,7 +71,7 @@ def _frame(event: str, event_id: str, data: dict[str, Any]) -> str:
 
 
 def _frames(record: EventRecord, skip: int) -> list[str]:
-    phase = _PHASES.get(record.type)
+    phase = PHASE_OF.get(record.type)
     if phase is None and record.type != "turn.host_events":
         return []
     event = SESSION_CODEC.decode_event(record)

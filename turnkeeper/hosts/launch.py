@@ -85,15 +85,11 @@ def substitute(args: list[str], request: TurnRequest) -> list[str]:
 PassedName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\*?$", max_length=200)]
 
 
-def passes(name: str, patterns: Iterable[str]) -> bool:
-    """Whether ``name`` is one of ``patterns`` (exact names, or prefixes ending in ``*``)."""
-    return NameMatcher(patterns).matches(name)
-
-
 class NameMatcher:
-    """:func:`passes` for many names against one list of patterns: the patterns are
-    split once into a set of exact names and a tuple of prefixes, so each name costs
-    one lookup and one ``startswith`` (every turn filters the whole environment)."""
+    """Whether a name is one of ``patterns`` (exact names, or prefixes ending in ``*``).
+    The patterns are split once into a set of exact names and a tuple of prefixes, so
+    each name costs one lookup and one ``startswith`` (every turn filters the whole
+    environment)."""
 
     def __init__(self, patterns: Iterable[str]) -> None:
         listed = tuple(patterns)

@@ -29,13 +29,13 @@ class KernelModel(BaseModel):
 
         pydantic's own copy sets any attribute it is given, so a misspelt field in an
         ``evolve`` step would pass silently and the state would fold wrong. The names
-        are checked here, once per copy (a set difference); the values are the
+        are checked here, once per copy (a subset test of the key views); the values are the
         caller's, as the kernel's own code builds them.
         """
-        if update:
-            unknown = update.keys() - type(self).model_fields.keys()
-            if unknown:
-                raise ValueError(f"{type(self).__name__} has no field {sorted(unknown)}")
+        fields = type(self).model_fields
+        if update and not update.keys() <= fields.keys():
+            unknown = sorted(update.keys() - fields.keys())
+            raise ValueError(f"{type(self).__name__} has no field {unknown}")
         return super().model_copy(update=update, deep=deep)
 
 

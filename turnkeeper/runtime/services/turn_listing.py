@@ -25,7 +25,8 @@ TURN_PREFIX: Final = "turn-"
 MAX_CANDIDATES: Final = 10
 # The steps of a turn's transaction, in order, as ``turn show`` names them.
 PHASES: Final = ("accepted", "host_started", "receipt", "written_back", "completed")
-_PHASE_OF: Final = {
+# A turn event's type -> the phase it records (the API's event stream names them too).
+PHASE_OF: Final = {
     "turn.accepted": "accepted",
     "turn.host_started": "host_started",
     "turn.receipt_recorded": "receipt",
@@ -158,7 +159,7 @@ def list_turns(store: EventStore, session_id: str, *, with_events: bool = False)
 
 
 def _apply(turn: TurnInfo, event: Any, stream_seq: int, with_events: bool) -> None:
-    phase = _PHASE_OF.get(event.type)
+    phase = PHASE_OF.get(event.type)
     if phase is not None:
         turn.phases.setdefault(phase, event.at)
     if phase in _TERMINAL:
