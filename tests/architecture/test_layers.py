@@ -25,6 +25,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     name: frozenset(allowed)
     for name, allowed in {
         "errors": (),
+        "json_types": (),  # JSON as Python types: a leaf every layer may use
         "crashpoints": (),  # the fault-injection switch: a leaf every layer may hit
         "vocabulary": (),  # the words hosts and the session kernel share
         "host_reports": (),  # the records a host reports and the session kernel journals
@@ -55,6 +56,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         "__init__": ("project_api",),  # ``from turnkeeper import Project``
     }.items()
+}
+# Every package may type its JSON with the one leaf that defines it.
+MAY_IMPORT = {
+    name: allowed if name == "json_types" else allowed | {"json_types"}
+    for name, allowed in MAY_IMPORT.items()
 }
 
 

@@ -13,10 +13,10 @@ import turnkeeper.kernel as kernel_pkg
 PACKAGE_ROOT = Path(turnkeeper.__file__).parent
 KERNEL_ROOT = Path(kernel_pkg.__file__).parent
 # What the kernel may import from turnkeeper: itself, the error taxonomy, and the words
-# and the records it shares with the hosts.
+# and the records it shares with the hosts, and the one definition of JSON's types.
 ALLOWED_INSIDE = {
     *("turnkeeper.kernel", "turnkeeper.errors", "turnkeeper.vocabulary"),
-    "turnkeeper.host_reports",
+    *("turnkeeper.host_reports", "turnkeeper.json_types"),
 }
 IMPURE = {
     *("random", "secrets", "time", "os", "subprocess", "socket", "pickle", "sqlite3"),

@@ -6,8 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, AwareDatetime, JsonValue
+from pydantic import AfterValidator, AwareDatetime
 
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.limits import RecordedId, RecordedText, RecordedTitle
 
 # One base for both kernels' models: frozen, and closed to unknown fields.
@@ -33,7 +34,6 @@ __all__ = [
 Id = RecordedId
 Text = RecordedText
 ShortText = RecordedTitle
-JsonDict = dict[str, JsonValue]
 
 
 def _check_uuid(value: str) -> str:
