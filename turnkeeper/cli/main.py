@@ -5,14 +5,7 @@ from __future__ import annotations
 import typer
 
 from turnkeeper import __version__
-from turnkeeper.cli import chaos, extensions, handoff, maintenance, scan, serve, sessions
-from turnkeeper.cli import run as run_command
-from turnkeeper.cli import turns as turn_commands
-from turnkeeper.cli.demo import demo
-from turnkeeper.cli.goals import goal_app, todo_app
-from turnkeeper.cli.runner import runner_app
-from turnkeeper.cli.shares import share_app
-from turnkeeper.cli.watch import evidence_app, gate_app, monitor_app
+from turnkeeper.cli.lazy_group import LazyCommand, LazyGroup
 
 HELP = """\
 A crash-proof control plane for long-running AI agents.
@@ -32,8 +25,182 @@ A first goal, worked by your own agent (./agent.sh, see docs/agents.md):
 Every read takes --json. The Python API is `from turnkeeper import Project`.
 """
 
+
+class Commands(LazyGroup):
+    """Every command, in the order ``--help`` lists them; each module imported when its
+    command runs (the line is the command's own first paragraph of help)."""
+
+    LAZY = (
+        LazyCommand(
+            "init",
+            "turnkeeper.cli.maintenance:init",
+            "Create .turnkeeper/ (and its database) here, and keep it out of git.",
+        ),
+        LazyCommand(
+            "status",
+            "turnkeeper.cli.maintenance:status",
+            "Everything in flight: goals with their audit counters, sessions with their turns.",
+        ),
+        LazyCommand(
+            "audit",
+            "turnkeeper.cli.maintenance:audit",
+            "The terminal audit of a goal: every counter and every named blocker.",
+        ),
+        LazyCommand(
+            "verify",
+            "turnkeeper.cli.maintenance:verify",
+            "Check the whole store: every checksum, every projection against its events.",
+        ),
+        LazyCommand(
+            "repair",
+            "turnkeeper.cli.maintenance:repair",
+            "Rebuild every projection that disagrees with its events, then verify again.",
+        ),
+        LazyCommand(
+            "propose",
+            "turnkeeper.cli.maintenance:propose",
+            "Submit any goal proposal as JSON (the full surface, for scripts and agents).",
+        ),
+        LazyCommand(
+            "run",
+            "turnkeeper.cli.run:run",
+            "Recover every in-flight turn, then drive sessions until their goals are done.",
+        ),
+        LazyCommand(
+            "recover",
+            "turnkeeper.cli.sessions:recover",
+            "Validate a failed turn's host recovery record and resume its session.",
+        ),
+        LazyCommand(
+            "logs",
+            "turnkeeper.cli.turns:logs",
+            "A session's host events: time, turn, kind and text, as the agent produced them.",
+        ),
+        LazyCommand(
+            "demo",
+            "turnkeeper.cli.demo:demo",
+            "Watch a goal survive crashes: its agent and the control plane SIGKILLed mid-turn.",
+        ),
+        LazyCommand(
+            "chaos",
+            "turnkeeper.cli.chaos:chaos",
+            "Crash-test turnkeeper itself: SIGKILL it everywhere and check what it recovers.",
+        ),
+        LazyCommand(
+            "serve",
+            "turnkeeper.cli.serve:serve",
+            "Serve the HTTP API (goals, sessions, turns, operations, live events, /metrics).",
+        ),
+        LazyCommand(
+            "scan",
+            "turnkeeper.cli.scan:scan",
+            (
+                "Find what must not be published: credentials, local paths, transcripts and logs, "
+                "private links, turnkeeper's runtime state."
+            ),
+        ),
+        LazyCommand(
+            "handoff",
+            "turnkeeper.cli.handoff:handoff",
+            (
+                "Write a handoff packet: what another agent, machine or team needs to carry GOAL "
+                "on (ids, criteria, todos with their lineage, gates, monitors, evidence "
+                "references, the audit's blockers), without transcripts, host session handles, "
+                "credentials or local paths."
+            ),
+        ),
+        LazyCommand(
+            "adopt",
+            "turnkeeper.cli.handoff:adopt",
+            "Recreate a handed-over goal here from its packet, under the same ids.",
+        ),
+        LazyCommand(
+            "doctor",
+            "turnkeeper.cli.extensions:doctor",
+            (
+                "Check that each extension is ready: the agent CLIs' binary, version and key, "
+                "every other extension loads, and (in a project) every session's host config."
+            ),
+        ),
+        LazyCommand(
+            "session",
+            "turnkeeper.cli.sessions:session_app",
+            "Sessions: one agent working on one goal.",
+        ),
+        LazyCommand(
+            "turn",
+            "turnkeeper.cli.turns:turn_app",
+            "Turns: what each turn of a session was asked, did and ended with.",
+        ),
+        LazyCommand(
+            "operation",
+            "turnkeeper.cli.sessions:operation_app",
+            "Durable session operations (create, revert, delete).",
+        ),
+        LazyCommand(
+            "goal",
+            "turnkeeper.cli.goals:goal_app",
+            (
+                "Goals: objectives with acceptance criteria. Every id may be shortened to a unique"
+                " prefix."
+            ),
+        ),
+        LazyCommand(
+            "todo",
+            "turnkeeper.cli.goals:todo_app",
+            (
+                "Todos: units of work with claims and evidence. Every id may be shortened to a "
+                "unique prefix."
+            ),
+        ),
+        LazyCommand(
+            "gate",
+            "turnkeeper.cli.watch:gate_app",
+            (
+                "Gates: decisions that block work until resolved. Every id may be shortened to a "
+                "unique prefix."
+            ),
+        ),
+        LazyCommand(
+            "monitor",
+            "turnkeeper.cli.watch:monitor_app",
+            "Monitors: watched external facts. Every id may be shortened to a unique prefix.",
+        ),
+        LazyCommand(
+            "evidence",
+            "turnkeeper.cli.watch:evidence_app",
+            (
+                "Evidence: results bound to command and revision. Every id may be shortened to a "
+                "unique prefix."
+            ),
+        ),
+        LazyCommand(
+            "runner",
+            "turnkeeper.cli.runner:runner_app",
+            (
+                "The runner: a daemon that owns the project's agent processes, so a control plane "
+                "crash does not end its turns (docs/runner.md)."
+            ),
+        ),
+        LazyCommand(
+            "share",
+            "turnkeeper.cli.shares:share_app",
+            "Shares: bearer tokens for `turnkeeper serve` that reach one session and its turns.",
+        ),
+        LazyCommand(
+            "extensions",
+            "turnkeeper.cli.extensions:extensions_app",
+            (
+                "Host kinds and effect providers: what is installed, and what this project allows "
+                "(enable / disable). `turnkeeper doctor` says what is ready."
+            ),
+        ),
+    )
+
+
 app = typer.Typer(
     name="turnkeeper",
+    cls=Commands,
     help=HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -60,34 +227,6 @@ def _main(
 ) -> None:
     del version  # handled by its eager callback, before any command runs
 
-
-app.command()(maintenance.init)
-app.command()(maintenance.status)
-app.command()(maintenance.audit)
-app.command()(maintenance.verify)
-app.command()(maintenance.repair)
-app.command()(maintenance.propose)
-app.command()(run_command.run)
-app.command()(sessions.recover)
-app.command()(turn_commands.logs)
-app.command()(demo)
-app.command()(chaos.chaos)
-app.command()(serve.serve)
-app.command()(scan.scan)
-app.command()(handoff.handoff)
-app.command()(handoff.adopt)
-app.command()(extensions.doctor)
-app.add_typer(sessions.session_app, name="session")
-app.add_typer(turn_commands.turn_app, name="turn")
-app.add_typer(sessions.operation_app, name="operation")
-app.add_typer(goal_app, name="goal")
-app.add_typer(todo_app, name="todo")
-app.add_typer(gate_app, name="gate")
-app.add_typer(monitor_app, name="monitor")
-app.add_typer(evidence_app, name="evidence")
-app.add_typer(runner_app, name="runner")
-app.add_typer(share_app, name="share")
-app.add_typer(extensions.extensions_app, name="extensions")
 
 if __name__ == "__main__":
     app()

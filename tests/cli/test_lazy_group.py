@@ -1,0 +1,89 @@
+"""The top-level group lists every command without importing it, and runs the real one.
+
+``turnkeeper --help`` reads each command's line from cli/main.py's table; these tests
+hold that table to the commands themselves, so a changed docstring or a new command
+cannot leave ``--help`` saying something else.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import typer.main
+
+from turnkeeper.cli.lazy_group import LazyGroup
+from turnkeeper.cli.main import Commands, app
+
+TIMEOUT = 120.0
+
+
+def _group() -> LazyGroup:
+    group = typer.main.get_command(app)
+    assert isinstance(group, Commands)
+    return group
+
+
+def _first_paragraph(text: str) -> str:
+    return " ".join(text.split("\n\n", maxsplit=1)[0].split())
+
+
+def test_every_line_is_its_commands_own_first_paragraph() -> None:
+    for entry in Commands.LAZY:
+        command = entry.load()
+        assert command.name == entry.name
+        own = command.short_help or command.help or ""
+        assert entry.summary == _first_paragraph(own), entry.name
+
+
+def test_the_names_are_unique_and_listed_in_order() -> None:
+    names = [entry.name for entry in Commands.LAZY]
+    assert len(names) == len(set(names))
+    assert _group().list_commands(typer.Context(_group())) == names
+
+
+def test_a_command_loads_only_when_asked_for() -> None:
+    group = _group()
+    ctx = typer.Context(group)
+    assert not any(group.lazy.loaded(e.name) for e in Commands.LAZY)
+    assert "status" in group.commands  # asking whether it exists loads nothing
+    assert not group.lazy.loaded("status")
+    status = group.get_command(ctx, "status")
+    assert status is not None and status.callback is not None
+    assert status.callback.__module__ == "turnkeeper.cli.maintenance"
+    assert [e.name for e in Commands.LAZY if group.lazy.loaded(e.name)] == ["status"]
+    assert group.get_command(ctx, "no-such-command") is None
+
+
+def _turnkeeper(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turnkeeper.cli.main", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_help_lists_every_command_with_its_line(tmp_path: Path) -> None:
+    done = _turnkeeper("--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for entry in Commands.LAZY:
+        row = next(line for line in done.stdout.splitlines() if f"│ {entry.name} " in line)
+        assert entry.summary[:60] in row, (entry.name, row)
+
+
+def test_a_typo_is_refused_with_the_name_it_resembles(tmp_path: Path) -> None:
+    done = _turnkeeper("stauts", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "No such command 'stauts'. Did you mean 'status'?" in done.stderr
+
+
+def test_a_subcommand_runs_through_its_own_group(tmp_path: Path) -> None:
+    done = _turnkeeper("goal", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Usage: python -m turnkeeper.cli.main goal" in done.stdout
+    assert "add" in done.stdout and "list" in done.stdout
