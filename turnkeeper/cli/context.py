@@ -20,6 +20,7 @@ from turnkeeper.runtime.services.project import Project, find_project
 # The store, the runtime and the kernel are imported by the functions that use them:
 # building the command line (and ``--help``) must not wait for SQLAlchemy and pydantic.
 if TYPE_CHECKING:
+    from turnkeeper.json_types import JsonDict
     from turnkeeper.runtime.services.goals import GoalService
     from turnkeeper.store.base import EventStore
 
@@ -104,7 +105,7 @@ def parse_json_arg(name: str, text: str) -> Any:
     return load_json(read_argument(name, text), name)
 
 
-def parse_json_object(name: str, text: str) -> dict[str, Any]:
+def parse_json_object(name: str, text: str) -> JsonDict:
     """:func:`parse_json_arg` for an option that must hold a JSON object."""
     data = parse_json_arg(name, text)
     if not isinstance(data, dict):

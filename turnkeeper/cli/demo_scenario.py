@@ -18,7 +18,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic's types: ``--help`` need not import pydantic to start
+    from turnkeeper.json_types import JsonDict, JsonList
 
 PY = sys.executable
 HOST_KILL_POINT = "host-kill"
@@ -29,11 +32,11 @@ SUB = "def sub(a, b):\n    return a - b\n"
 DOCS = "# calc\n\n`add(a, b)` and `sub(a, b)`, checked by turnkeeper.\n"
 
 
-def _check(code: str, key: str) -> dict[str, Any]:
+def _check(code: str, key: str) -> JsonDict:
     return {"key": key, "command": f'{PY} -c "{code}"'}
 
 
-def agent_script(state_dir: Path, *, runner: bool = False) -> dict[str, Any]:
+def agent_script(state_dir: Path, *, runner: bool = False) -> JsonDict:
     add_check = _check("from add import add; assert add(2, 3) == 5", "add-works")
     sub_check = _check("from sub import sub; assert sub(5, 3) == 2", "sub-works")
     docs_check = _check(
@@ -93,11 +96,11 @@ def agent_script(state_dir: Path, *, runner: bool = False) -> dict[str, Any]:
     }
 
 
-def _docs_start_turn(docs_check: dict[str, Any], *, runner: bool) -> dict[str, Any]:
+def _docs_start_turn(docs_check: JsonDict, *, runner: bool) -> JsonDict:
     """The docs turn the control plane is killed in. Without a runner it never ends
     (the restart ends it, a continuation writes the docs); with one, it outlives the
     kill and writes them itself once the demo lets it go on."""
-    paused: list[dict[str, Any]] = [
+    paused: JsonList = [
         {"op": "shell", "command": "sleep 600", "detach": True},
         {"op": "checkpoint", "name": CONTROL_PLANE_KILL_POINT, "pause": True},
     ]

@@ -6,7 +6,7 @@ import json
 import re
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -55,7 +55,7 @@ def safe(value: object, *, lines: bool = False) -> str:
     return escape(visible(value, lines=lines))
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> object:
     """Pydantic models and containers of them, as plain JSON values."""
     # Imported here, not above: a command that prints no model (``--help``, a listing
     # read as plain JSON) need not import pydantic to start.
@@ -64,7 +64,7 @@ def to_jsonable(value: Any) -> Any:
     return _jsonable(value, BaseModel)
 
 
-def _jsonable(value: Any, model: type[BaseModel]) -> Any:
+def _jsonable(value: object, model: type[BaseModel]) -> object:
     # Plain JSON values first: a listing prints thousands of them, and the model check
     # (an ABC's isinstance) is the slow one. The kinds do not overlap, so the order
     # changes no result.
@@ -81,7 +81,7 @@ def _jsonable(value: Any, model: type[BaseModel]) -> Any:
     return value
 
 
-def print_json(value: Any, *, one_line: bool = False) -> None:
+def print_json(value: object, *, one_line: bool = False) -> None:
     # Plain stdout, not Rich: machine output must not be wrapped or coloured.
     # ``one_line`` keeps a stream of JSON lines (``run --json``) parseable line by line.
     text = json.dumps(to_jsonable(value), indent=None if one_line else 2, sort_keys=True)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,13 +21,14 @@ from turnkeeper.cli.output import console, print_json, safe
 # The runtime, the hosts and the kernel are imported by the commands that use them, so
 # that parsing a command line (and ``--help``) does not wait for them.
 if TYPE_CHECKING:
+    from turnkeeper.json_types import JsonDict
     from turnkeeper.runtime.control.operations import OperationResult
     from turnkeeper.runtime.control.operator import OperatorResult
 
 session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
 
 
-def _host_config(text: str) -> dict[str, Any]:
+def _host_config(text: str) -> JsonDict:
     """The JSON object given inline, as ``@FILE`` or as ``-`` (stdin); see parse_json_arg."""
     return parse_json_object("--host-config", text)
 
@@ -306,7 +308,7 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
     _print_preserved(done.operation.preserved if done.operation else None)
 
 
-def _print_preserved(preserved: dict[str, Any] | None) -> None:
+def _print_preserved(preserved: Mapping[str, object] | None) -> None:
     if preserved:
         console.print(
             f"  moved aside rather than overwritten or removed: {preserved['count']} "

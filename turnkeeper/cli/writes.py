@@ -12,7 +12,8 @@ so a shell can capture it with ``$(...)``.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -37,7 +38,9 @@ def check_output_mode(as_json: bool, quiet: bool) -> None:
         )
 
 
-def written(kind: str, obj_id: str, obj: Any, done: Submitted, **extra: Any) -> dict[str, Any]:
+def written(
+    kind: str, obj_id: str, obj: object, done: Submitted, **extra: object
+) -> dict[str, object]:
     """The ``--json`` answer of a write (see the module)."""
     return {
         "id": obj_id,
@@ -49,7 +52,7 @@ def written(kind: str, obj_id: str, obj: Any, done: Submitted, **extra: Any) -> 
     }
 
 
-def report(answer: dict[str, Any], *, as_json: bool, quiet: bool, message: str) -> None:
+def report(answer: Mapping[str, object], *, as_json: bool, quiet: bool, message: str) -> None:
     """Print a write's answer: JSON, the bare id, or ``message`` (Rich markup whose
     values went through ``safe``)."""
     if as_json:
