@@ -12,7 +12,7 @@ log accepts.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
@@ -37,7 +37,7 @@ class ProcessIdentity(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _from_fingerprint(cls, data: Any) -> Any:
+    def _from_fingerprint(cls, data: object) -> object:
         # Session events of schema version 1 journaled the identity as
         # ``start_fingerprint: "<boot_id>:<start_time>"``: read them as the same record.
         if isinstance(data, dict) and "start_fingerprint" in data and "boot_id" not in data:

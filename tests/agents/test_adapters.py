@@ -44,6 +44,7 @@ from turnkeeper.hosts.claude import session_artifact as claude_artifact
 from turnkeeper.hosts.codex import CodexAdapter, CodexHostConfig, native_binary
 from turnkeeper.hosts.codex import build_command as codex_command
 from turnkeeper.hosts.codex import session_artifact as codex_artifact
+from turnkeeper.json_types import JsonDict, JsonValue
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -237,6 +238,16 @@ def test_a_good_session_file_has_a_stable_digest(tmp_path: Path) -> None:
 # --- results ------------------------------------------------------------------------------
 
 
+def evidence_keys(result: JsonDict) -> list[JsonValue]:
+    evidence = result["evidence"]
+    assert isinstance(evidence, list)
+    keys: list[JsonValue] = []
+    for spec in evidence:
+        assert isinstance(spec, dict)
+        keys.append(spec["key"])
+    return keys
+
+
 def test_todo_results_follow_the_config(tmp_path: Path) -> None:
     evidence = {
         "t-a": [{"key": "k-id", "command": "true"}],
@@ -246,11 +257,11 @@ def test_todo_results_follow_the_config(tmp_path: Path) -> None:
     cfg = CodexHostConfig.model_validate({"evidence": evidence})
     by_id = todo_result(cfg, request(tmp_path), "done")
     assert by_id["todo_done"] is True
-    assert [e["key"] for e in by_id["evidence"]] == ["k-id"]
+    assert evidence_keys(by_id) == ["k-id"]
     by_title = todo_result(cfg, request(tmp_path, todo_id="t-b", todo_title="write B"), "")
-    assert [e["key"] for e in by_title["evidence"]] == ["k-title"]
+    assert evidence_keys(by_title) == ["k-title"]
     other = todo_result(cfg, request(tmp_path, todo_id="t-c", todo_title="c"), "")
-    assert [e["key"] for e in other["evidence"]] == ["k-any"]
+    assert evidence_keys(other) == ["k-any"]
     assert todo_result(cfg, request(tmp_path, todo_id=None), "") == {}
     marker = CodexHostConfig(complete_todo="on_marker", done_marker="ALL DONE")
     assert todo_result(marker, request(tmp_path), "not yet")["todo_done"] is False
@@ -320,7 +331,7 @@ def test_codex_failures_and_a_foreign_thread_are_fatal(tmp_path: Path) -> None:
     )
     ((kind, data),) = adapter.translate("thread.started", {"thread_id": "thr-2"})
     assert kind == "error" and data["fatal"] is True and data["error_kind"] == "protocol"
-    assert "thr-2" in data["message"] and "thr-1" in data["message"]
+    assert "thr-2" in str(data["message"]) and "thr-1" in str(data["message"])
     ((kind, data),) = adapter.translate("turn.failed", {"error": {"message": "stream closed"}})
     assert data == {
         "message": "codex turn failed: stream closed",
@@ -398,7 +409,7 @@ def test_claude_errors_and_a_foreign_session_are_fatal(tmp_path: Path) -> None:
     adapter = ClaudeAdapter(ClaudeHostConfig(), request(tmp_path), "SID")
     (kind, data), _ = adapter.translate("system", {"subtype": "init", "session_id": "OTHER"})
     assert kind == "error" and data["error_kind"] == "protocol"
-    api_error = {"type": "assistant", "error": "unknown",
+    api_error: JsonDict = {"type": "assistant", "error": "unknown",
                  "message": {"content": [{"type": "text", "text": "API Error: boom"}]}}  # fmt: skip
     ((kind, data),) = adapter.translate("assistant", api_error)
     assert (kind, data["fatal"]) == ("error", False)
@@ -434,11 +445,13 @@ def test_a_success_without_a_session_file_is_a_protocol_failure(tmp_path: Path) 
 
 def test_event_output_is_bounded(tmp_path: Path) -> None:
     adapter = CodexAdapter(CodexHostConfig(max_output_chars=10), request(tmp_path), NO_FILES)
-    item = {"id": "i", "type": "command_execution", "command": "c", "exit_code": 0,
+    item: JsonDict = {"id": "i", "type": "command_execution", "command": "c", "exit_code": 0,
             "aggregated_output": "x" * 1000 + "END"}  # fmt: skip
     ((_, data),) = adapter.translate("item.completed", {"item": item})
-    assert data["output"].endswith("END") and len(data["output"]) == 11
-    assert re.fullmatch(r"…x*END", data["output"])
+    output = data["output"]
+    assert isinstance(output, str)
+    assert output.endswith("END") and len(output) == 11
+    assert re.fullmatch(r"…x*END", output)
     assert len(json.dumps(data)) < 200
 
 

@@ -69,8 +69,10 @@ def test_a_turn_runs_real_commands_binds_the_session_and_a_resume_continues_it(
     ]
     path = artifact(cli, config, handle)
     assert path is not None
-    assert result["host_artifact"]["path"] == str(path)
-    assert len(result["host_artifact"]["sha256"]) == 64
+    digest = result["host_artifact"]
+    assert isinstance(digest, dict)
+    assert digest["path"] == str(path)
+    assert len(str(digest["sha256"])) == 64
 
     # A later turn resumes the same CLI session: the model sees the earlier history.
     second = host.start(
@@ -91,7 +93,9 @@ def test_a_turn_runs_real_commands_binds_the_session_and_a_resume_continues_it(
     last = kit.server.model_requests()[-1]
     assert last.prompt is not None and "todo t-b" in last.prompt
     assert "todo t-a" in last.text()  # the resumed history
-    assert resumed.result["host_artifact"]["sha256"] != result["host_artifact"]["sha256"]
+    resumed_digest = resumed.result["host_artifact"]
+    assert isinstance(resumed_digest, dict)
+    assert resumed_digest["sha256"] != digest["sha256"]
 
 
 @pytest.mark.parametrize("cli", CLI_NAMES)
@@ -249,6 +253,7 @@ def test_the_default_permissions_confine_the_agent(
             assert done.data["status"] == "failed"
             assert done.data["exit_code"] is None
             denied = outcome.result["permission_denials"]
+            assert isinstance(denied, list) and isinstance(denied[0], dict)
             assert denied[0]["tool_name"] == "Bash"
     finally:
         probe.unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from turnkeeper.hosts._events import EventLog, Line, LineBuffer
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.output_cap import OVERFLOW_EVENTS, TRUNCATED_KIND, encode_event
 from turnkeeper.hosts.subprocess_host import SubprocessHost
+from turnkeeper.json_types import JsonDict
 
 
 def _digest(events: list[tuple[str, dict[str, Any]]]) -> str:
@@ -33,7 +34,9 @@ def _size(kind: str, data: dict[str, Any]) -> int:
 
 def test_event_log_keeps_the_first_max_events_and_digests_the_rest() -> None:
     log = EventLog(TurnLimits(max_events=5))
-    appended = [("note", {"i": i, "text": f"line {i}"}) for i in range(12)]
+    appended: list[tuple[str, JsonDict]] = [
+        ("note", {"i": i, "text": f"line {i}"}) for i in range(12)
+    ]
     kept = [log.append(kind, data) for kind, data in appended]
     assert [e.seq if e else None for e in kept] == [1, 2, 3, 4, 5] + [None] * 7
     assert log.dropped_events == 7
@@ -56,9 +59,10 @@ def test_event_log_keeps_the_first_max_events_and_digests_the_rest() -> None:
 
 
 def test_the_byte_cap_is_sticky_so_the_journal_is_a_prefix_of_the_output() -> None:
-    first = ("output", {"text": "a" * 40})
-    big = ("output", {"text": "b" * 100})
-    small = ("output", {"text": ""})  # there is room for it, but it comes after the cut
+    first: tuple[str, JsonDict] = ("output", {"text": "a" * 40})
+    big: tuple[str, JsonDict] = ("output", {"text": "b" * 100})
+    # There is room for ``small``, but it comes after the cut.
+    small: tuple[str, JsonDict] = ("output", {"text": ""})
     log = EventLog(TurnLimits(max_output_bytes=3 * _size(*first) + _size(*small)))
     for _ in range(3):
         assert log.append(*first) is not None
@@ -108,7 +112,7 @@ def test_meaningful_events_beyond_the_cap_are_bounded_in_bytes_too() -> None:
     limits = TurnLimits(max_events=1, max_result_bytes=10_000)
     log = EventLog(limits)
     log.append("note", {})
-    big_result = {"text": "r" * 9_000}
+    big_result: JsonDict = {"text": "r" * 9_000}
     kept = sum(log.append("result", big_result) is not None for _ in range(20))
     log.close()
     # About one result's worth (plus 64 KiB of slack) beyond the cap, not twenty.

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from turnkeeper.host_reports import ID_MAX_CHARS, HostEvent
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.output_cap import TRUNCATED_KIND, OutputCap, carries_meaning
+from turnkeeper.json_types import JsonDict, JsonValue
 
 
 class EventLog:
@@ -32,7 +33,7 @@ class EventLog:
         self,
         limits: TurnLimits | None = None,
         *,
-        meaningful: Callable[[str, dict[str, Any]], bool] = carries_meaning,
+        meaningful: Callable[[str, JsonDict], bool] = carries_meaning,
     ) -> None:
         self._events: list[HostEvent] = []
         self._cap = OutputCap(limits or TurnLimits(), reserve_truncation=True)
@@ -41,7 +42,7 @@ class EventLog:
         self._closed = False
         self._cond = threading.Condition()
 
-    def append(self, kind: str, data: dict[str, Any]) -> HostEvent | None:
+    def append(self, kind: str, data: JsonDict) -> HostEvent | None:
         """The stored event, or None when it was over the cap (and only counted)."""
         with self._cond:
             if self._sealed:
@@ -50,7 +51,7 @@ class EventLog:
                 return None
             return self._store(kind, data)
 
-    def _store(self, kind: str, data: dict[str, Any]) -> HostEvent:
+    def _store(self, kind: str, data: JsonDict) -> HostEvent:
         event = HostEvent(seq=len(self._events) + 1, kind=kind, data=data)
         self._events.append(event)
         self._cond.notify_all()
@@ -149,7 +150,7 @@ class ProtocolError(ValueError):
     """A line in ``jsonl`` mode that is not an event."""
 
 
-def parse_jsonl_line(line: bytes) -> tuple[str, dict[str, Any]] | None:
+def parse_jsonl_line(line: bytes) -> tuple[str, JsonDict] | None:
     """Turn one output line into ``(kind, data)``; None for a blank line.
 
     Accepted shapes: ``{"kind": str, "data": {...}}`` (turnkeeper's own), or any
@@ -159,7 +160,7 @@ def parse_jsonl_line(line: bytes) -> tuple[str, dict[str, Any]] | None:
     if not line.strip():
         return None
     try:
-        obj = json.loads(line)
+        obj: JsonValue = json.loads(line)  # what json.loads builds is JSON
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
@@ -180,9 +181,9 @@ def _recordable(kind: str) -> str:
     return kind
 
 
-def dig(data: dict[str, Any], dotted: str) -> Any:
+def dig(data: JsonDict, dotted: str) -> JsonValue:
     """``dig({"a": {"b": 1}}, "a.b") == 1``; None when any step is missing."""
-    value: Any = data
+    value: JsonValue = data
     for part in dotted.split("."):
         if not isinstance(value, dict):
             return None

@@ -50,7 +50,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -74,6 +74,7 @@ from turnkeeper.hosts.subprocess_host import (
     spawn,
     validate_config,
 )
+from turnkeeper.json_types import JsonDict, JsonValue
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 #: The versions ``scripts/install_agent_clis.sh`` installs and the tests run against.
@@ -82,7 +83,7 @@ CLAUDE_CODE_VERSION = "2.1.197"
 AGENT_CLIS_DIR_ENV = "TURNKEEPER_AGENT_CLIS_DIR"
 AGENT_CLIS_CACHE_ENV = "TURNKEEPER_AGENT_CLIS_CACHE"
 
-Event = tuple[str, dict[str, Any]]
+Event = tuple[str, JsonDict]
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class LayeredConfig(Generic[ConfigT]):
 
     config_model: type[ConfigT]
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self._config = dict(config or {})
         validate_config(self.config_model, self._config)
 
@@ -238,7 +239,7 @@ class ArtifactDigest:
     sha256: str
     size: int
 
-    def as_result(self) -> dict[str, Any]:
+    def as_result(self) -> JsonDict:
         return {"path": str(self.path), "sha256": self.sha256, "bytes": self.size}
 
 
@@ -278,7 +279,7 @@ def check_session_file(path: Path | None, what: str, expected: str = "") -> Arti
 # --- the turn's result ---------------------------------------------------------------
 
 
-def todo_result(cfg: AgentCliConfig, request: TurnRequest, summary: str) -> dict[str, Any]:
+def todo_result(cfg: AgentCliConfig, request: TurnRequest, summary: str) -> JsonDict:
     """``todo_done`` and ``evidence`` for a successful turn on a todo, from the config."""
     if request.todo_id is None:
         return {}
@@ -322,7 +323,7 @@ class CliAdapter:
         self.last_error: str | None = None
 
     # Subclasses implement ``translate``.
-    def translate(self, kind: str, data: dict[str, Any]) -> list[Event]:
+    def translate(self, kind: str, data: JsonDict) -> list[Event]:
         raise NotImplementedError
 
     def bind(self, handle: object, expected: str | None = None) -> list[Event]:
@@ -347,17 +348,17 @@ class CliAdapter:
         self, message: str, fatal: bool, kind: HostErrorKind = HostErrorKind.EXIT_CODE
     ) -> Event:
         self.last_error = message
-        data: dict[str, Any] = {"message": message, "fatal": fatal}
+        data: JsonDict = {"message": message, "fatal": fatal}
         if fatal:
             data["error_kind"] = kind.value
         return ("error", data)
 
-    def message(self, text: str, **extra: Any) -> Event:
+    def message(self, text: str, **extra: JsonValue) -> Event:
         """An agent message; the last one is the turn's summary."""
         self.summary = text[: self.cfg.max_summary_chars]
         return ("message", {**extra, "text": self.summary})
 
-    def result(self, usage: dict[str, Any] | None, **extra: Any) -> Event:
+    def result(self, usage: JsonDict | None, **extra: JsonValue) -> Event:
         return ("result", {"summary": self.summary, "usage": usage or {}, **extra})
 
     def finish(self, outcome: HostOutcome) -> HostOutcome:
@@ -390,7 +391,7 @@ class CliAdapter:
         return outcome.model_copy(update={"result": result})
 
 
-def protocol_failure(outcome: HostOutcome, message: str, result: dict[str, Any]) -> HostOutcome:
+def protocol_failure(outcome: HostOutcome, message: str, result: JsonDict) -> HostOutcome:
     data = outcome.model_dump() | {
         "status": HostStatus.FAILED,
         "error_kind": HostErrorKind.PROTOCOL,
@@ -462,7 +463,7 @@ def start_cli(
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def toml_value(value: Any) -> str:
+def toml_value(value: JsonValue) -> str:
     """A JSON-like value as a TOML literal, for ``codex -c key=value``."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -22,6 +22,7 @@ from turnkeeper.errors import FailedPrecondition
 
 # Named from here by the hosts, as the rest of the contract.
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
+from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import HostErrorKind, HostStatus, TurnKind
 
 #: The environment variable that marks every process of a turn. It is inherited by
@@ -74,11 +75,11 @@ class TurnRequest(BaseModel):
     # for the turn, with the host config's ``env`` over it as without a runner.
     inherited_env: dict[str, str] | None = None
     # Per-turn host settings; they override the config the host was loaded with.
-    host_config: dict[str, Any] = Field(default_factory=dict)
+    host_config: JsonDict = Field(default_factory=dict)
     # What of the turn's output the driver journals; a host keeps no more than this.
     limits: TurnLimits = Field(default_factory=TurnLimits)
 
-    def for_host(self) -> dict[str, Any]:
+    def for_host(self) -> JsonDict:
         """The request as a host's process reads it (its stdin): without the inherited
         environment, which the process has already and which must not be copied into
         files or transcripts an agent writes."""
@@ -123,7 +124,7 @@ class HostOutcome(BaseModel):
     # The handle the host bound (or was resumed with); None if it never bound one.
     host_session_handle: str | None = None
     # What the agent reported in its ``result`` event (summary, todo_done, evidence...).
-    result: dict[str, Any] = Field(default_factory=dict)
+    result: JsonDict = Field(default_factory=dict)
     last_seq: int = Field(default=0, ge=0)
     stderr_tail: str = ""
     # Marked processes still running after the host exited, ended by the host.
@@ -210,7 +211,7 @@ class HostSpawnFailed(FailedPrecondition):
     ``outcome`` is the failed/``spawn`` outcome the driver records as the receipt.
     """
 
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None):
+    def __init__(self, message: str, *, details: JsonDict | None = None):
         super().__init__(message, reason="host_spawn_failed", details=details)
         self.outcome = HostOutcome(
             status=HostStatus.FAILED, error_kind=HostErrorKind.SPAWN, message=message

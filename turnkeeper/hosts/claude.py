@@ -42,7 +42,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -60,6 +60,7 @@ from turnkeeper.hosts.agent_cli import (
 )
 from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.subprocess_host import SubprocessRun, validate_config
+from turnkeeper.json_types import JsonDict, JsonValue
 
 _SESSION_NAMESPACE = uuid.UUID("5b0e3f55-8a57-4d43-9d38-5f7c1b0e7a11")
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)")
@@ -89,7 +90,7 @@ def project_dir_name(workspace: Path) -> str:
 
 
 def session_artifact(
-    config: Mapping[str, Any], handle: str, workspace: Path | None = None
+    config: Mapping[str, object], handle: str, workspace: Path | None = None
 ) -> Path | None:
     """The transcript of Claude Code session ``handle`` under the host config, or None.
 
@@ -156,7 +157,7 @@ class ClaudeAdapter(CliAdapter):
         self._bash: dict[str, str] = {}  # tool_use id -> command
         self._tools: dict[str, str] = {}  # tool_use id -> tool name
 
-    def translate(self, kind: str, data: dict[str, Any]) -> list[Event]:
+    def translate(self, kind: str, data: JsonDict) -> list[Event]:
         if kind == "system" and data.get("subtype") == "init":
             return [
                 *self.bind(data.get("session_id"), self.session_id),
@@ -172,7 +173,7 @@ class ClaudeAdapter(CliAdapter):
             return []
         return [(f"claude.{kind}", data)]
 
-    def _assistant(self, data: dict[str, Any]) -> list[Event]:
+    def _assistant(self, data: JsonDict) -> list[Event]:
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         out: list[Event] = []
@@ -191,9 +192,10 @@ class ClaudeAdapter(CliAdapter):
             elif type_ == "tool_use":
                 tid = str(block.get("id"))
                 name = str(block.get("name"))
-                args = block.get("input") if isinstance(block.get("input"), dict) else {}
+                given = block.get("input")
+                args: JsonDict = given if isinstance(given, dict) else {}
                 if name == "Bash":
-                    command = str((args or {}).get("command", ""))
+                    command = str(args.get("command", ""))
                     self._bash[tid] = command
                     out.append(("command.started", {"id": tid, "command": command}))
                 else:
@@ -202,7 +204,7 @@ class ClaudeAdapter(CliAdapter):
                     out.append(("tool.started", {"id": tid, "name": name, "input": text}))
         return out
 
-    def _tool_results(self, data: dict[str, Any]) -> list[Event]:
+    def _tool_results(self, data: JsonDict) -> list[Event]:
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         out: list[Event] = []
@@ -215,7 +217,7 @@ class ClaudeAdapter(CliAdapter):
             if tid in self._bash:
                 match = _EXIT_CODE.match(text) if is_error else None
                 exit_code = int(match.group(1)) if match else (None if is_error else 0)
-                event = {
+                event: JsonDict = {
                     "id": tid,
                     "command": self._bash.pop(tid),
                     "exit_code": exit_code,
@@ -228,9 +230,10 @@ class ClaudeAdapter(CliAdapter):
                 out.append(("tool.completed", {"id": tid, "name": name, "is_error": is_error}))
         return out
 
-    def _result(self, data: dict[str, Any]) -> list[Event]:
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        out: list[Event] = [("usage", dict(usage or {}))]
+    def _result(self, data: JsonDict) -> list[Event]:
+        reported = data.get("usage")
+        usage: JsonDict = reported if isinstance(reported, dict) else {}
+        out: list[Event] = [("usage", dict(usage))]
         text = str(data.get("result") or "")
         if data.get("is_error") is True or data.get("subtype") != "success":
             why = text or str(data.get("subtype"))
@@ -238,7 +241,7 @@ class ClaudeAdapter(CliAdapter):
             return out
         if text:
             self.message(text)  # the CLI's final answer is the summary
-        extra: dict[str, Any] = {
+        extra: JsonDict = {
             "num_turns": data.get("num_turns"),
             "cost_usd": data.get("total_cost_usd"),
         }
@@ -250,7 +253,7 @@ class ClaudeAdapter(CliAdapter):
         return out
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: JsonValue) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

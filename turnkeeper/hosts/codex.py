@@ -43,9 +43,9 @@ import os
 import platform
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
 from turnkeeper.hosts.agent_cli import (
     AgentCliConfig,
@@ -62,6 +62,7 @@ from turnkeeper.hosts.agent_cli import (
 )
 from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.subprocess_host import SubprocessRun, validate_config
+from turnkeeper.json_types import JsonDict, JsonValue
 
 _TRIPLES = {"x86_64": "x86_64-unknown-linux-musl", "aarch64": "aarch64-unknown-linux-musl"}
 _TOOL_ITEMS = ("mcp_tool_call", "web_search", "todo_list", "collab_tool_call", "image_view")
@@ -87,7 +88,7 @@ def codex_home(cfg: CodexHostConfig) -> Path:
     return Path(value).expanduser() if value else Path.home() / ".codex"
 
 
-def session_artifact(config: Mapping[str, Any], handle: str) -> Path | None:
+def session_artifact(config: Mapping[str, object], handle: str) -> Path | None:
     """The rollout file of Codex thread ``handle`` under the host config, or None.
 
     ``config`` is the session's host config (the same dict the host was loaded with).
@@ -158,7 +159,7 @@ def build_command(cfg: CodexHostConfig, request: TurnRequest, binary: Path) -> l
 class CodexAdapter(CliAdapter):
     cli = "codex"
 
-    def translate(self, kind: str, data: dict[str, Any]) -> list[Event]:
+    def translate(self, kind: str, data: JsonDict) -> list[Event]:
         if kind == "thread.started":
             return self.bind(data.get("thread_id"))
         if kind == "turn.started":
@@ -168,8 +169,9 @@ class CodexAdapter(CliAdapter):
             if isinstance(item, dict):
                 return self._item(kind.removeprefix("item."), item)
         if kind == "turn.completed":
-            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-            return [("usage", dict(usage or {})), self.result(usage)]
+            reported = data.get("usage")
+            usage: JsonDict = reported if isinstance(reported, dict) else {}
+            return [("usage", dict(usage)), self.result(usage)]
         if kind == "turn.failed":
             error = data.get("error")
             message = error.get("message") if isinstance(error, dict) else None
@@ -178,7 +180,7 @@ class CodexAdapter(CliAdapter):
             return [self.error(f"codex: {data.get('message', data)}", False)]
         return [(f"codex.{kind}", data)]
 
-    def _item(self, phase: str, item: dict[str, Any]) -> list[Event]:
+    def _item(self, phase: str, item: JsonDict) -> list[Event]:
         type_ = item.get("type")
         iid = item.get("id")
         if type_ == "command_execution":
@@ -219,7 +221,7 @@ class CodexAdapter(CliAdapter):
         return [(f"codex.item.{phase}", item)]
 
 
-def _status(item: dict[str, Any]) -> dict[str, Any]:
+def _status(item: JsonDict) -> JsonDict:
     return {"status": item.get("status")} if "status" in item else {}
 
 

@@ -35,17 +35,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from turnkeeper.errors import NotFound, Unavailable
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts._events import EventLog
 from turnkeeper.hosts.base import Host, HostOutcome, KillReport, TurnRequest
+from turnkeeper.json_types import JsonDict, JsonMapping
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
-Emit = Callable[[str, dict[str, Any]], None]
-TurnFunction = Callable[[TurnRequest, Emit], dict[str, Any] | None]
+Emit = Callable[[str, JsonDict], None]
+TurnFunction = Callable[[TurnRequest, Emit], JsonDict | None]
 
 
 class InProcessRun:
@@ -109,7 +109,7 @@ class InProcessRun:
         resumed = self._request.host_session_handle is not None
         self._log.append("session.bound", {"handle": self._handle, "resumed": resumed})
 
-        def emit(kind: str, data: dict[str, Any]) -> None:
+        def emit(kind: str, data: JsonDict) -> None:
             self._log.append(kind, data)
 
         try:
@@ -169,7 +169,7 @@ class InProcessHost:
         """
         return process_tree.identify(os.getpid(), request.turn_id)
 
-    def loader(self, kind: str, config: dict[str, Any]) -> Host:
+    def loader(self, kind: str, config: JsonMapping) -> Host:
         """A ``host_loader`` for the driver: this host for its own kind, nothing else.
 
         Another kind is ``NotFound``, as from :func:`~turnkeeper.hosts.load_host`, so

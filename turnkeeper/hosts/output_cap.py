@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.json_types import JsonDict
 
 TRUNCATED_KIND = "output.truncated"
 # Events that carry meaning may exceed the cap by at most this many events, and by
@@ -37,7 +38,7 @@ OVERFLOW_SLACK_BYTES = 64 * 1024
 TRUNCATION_RESERVE_BYTES = 1024
 
 
-def encode_event(kind: str, data: dict[str, Any]) -> bytes:
+def encode_event(kind: str, data: Mapping[str, object]) -> bytes:
     """The bytes an event is measured (and digested) by."""
     obj = {"kind": kind, "data": data}
     # default=str: measuring must never fail on a value the host put in (an
@@ -45,12 +46,12 @@ def encode_event(kind: str, data: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str).encode()
 
 
-def result_size(result: dict[str, Any]) -> int:
+def result_size(result: Mapping[str, object]) -> int:
     """The size of a host's result in the receipt, as compact JSON."""
     return len(json.dumps(result, separators=(",", ":"), ensure_ascii=False, default=str).encode())
 
 
-def oversized_result(result: dict[str, Any], limits: TurnLimits) -> str | None:
+def oversized_result(result: Mapping[str, object], limits: TurnLimits) -> str | None:
     """Why ``result`` may not go into the receipt (too large), or None when it may."""
     size = result_size(result)
     if size <= limits.max_result_bytes:
@@ -61,7 +62,7 @@ def oversized_result(result: dict[str, Any], limits: TurnLimits) -> str | None:
     )
 
 
-def carries_meaning(kind: str, data: dict[str, Any]) -> bool:
+def carries_meaning(kind: str, data: Mapping[str, object]) -> bool:
     """The events a turn cannot do without: the host session handle, the result,
     a fatal error, and a host's own account of what it cut."""
     if kind in ("session.bound", "result", TRUNCATED_KIND):
@@ -98,7 +99,7 @@ class OutputCap:
     def over(self) -> bool:
         return self._reached is not None
 
-    def admit(self, kind: str, data: dict[str, Any], *, meaningful: bool) -> bool:
+    def admit(self, kind: str, data: Mapping[str, object], *, meaningful: bool) -> bool:
         """True: keep this event. False: it was dropped (and counted)."""
         encoded = encode_event(kind, data)
         size = len(encoded)
@@ -125,7 +126,7 @@ class OutputCap:
         self._digest.update(b"\n")
         return False
 
-    def truncation(self) -> dict[str, Any] | None:
+    def truncation(self) -> JsonDict | None:
         """The data of the ``output.truncated`` event, or None when nothing was dropped."""
         if not self.dropped_events:
             return None

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,7 @@ from turnkeeper.hosts.subprocess_host import (
     spawn,
     validate_config,
 )
+from turnkeeper.json_types import JsonDict
 
 # The directory that holds the ``turnkeeper`` package: put first on the child's
 # PYTHONPATH so the child runs the same turnkeeper code as the control plane, even
@@ -57,7 +58,7 @@ class PythonHostConfig(BaseModel):
 class PythonHost:
     kind = "python"
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self._config = dict(config or {})
         validate_config(PythonHostConfig, self._config)
 
@@ -71,7 +72,7 @@ class PythonHost:
             pass_env=cfg.pass_env,
             kill_stragglers=cfg.kill_stragglers,
         )
-        payload = {
+        payload: JsonDict = {
             "request": request.for_host(),
             "config": cfg.model_dump(mode="json"),
         }

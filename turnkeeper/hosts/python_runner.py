@@ -15,11 +15,15 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO, cast
 
 from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.json_types import JsonDict
 
-Emit = Callable[[str, dict[str, Any]], None]
+Emit = Callable[[str, JsonDict], None]
+# The ``module:function`` named in the host config: user code, whose signature is
+# only known by calling it (a non-callable raises there, as a failed turn).
+TurnFunction = Callable[[TurnRequest, Emit], object]
 
 
 def _event_channel() -> TextIO:
@@ -36,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     channel = _event_channel()
     lock = threading.Lock()
 
-    def emit(kind: str, data: dict[str, Any]) -> None:
+    def emit(kind: str, data: JsonDict) -> None:
         line = json.dumps({"kind": kind, "data": data})
         with lock:
             channel.write(line + "\n")
@@ -50,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, _, attr = args[0].partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
+        target: object = importlib.import_module(module_name)
         for part in attr.split("."):
             target = getattr(target, part)
     except Exception as exc:
@@ -62,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         fatal("protocol", f"bad turn request on stdin: {exc}")
         return 2
     try:
-        result = target(request, emit)
+        result = cast(TurnFunction, target)(request, emit)
     except Exception as exc:
         traceback.print_exc()
         fatal("exit_code", f"{type(exc).__name__}: {exc}")

@@ -15,12 +15,16 @@ import functools
 import importlib
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any
 
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.hosts.base import Host
+from turnkeeper.json_types import JsonDict, JsonMapping
 
 ENTRY_POINT_GROUP = "turnkeeper.hosts"
+
+# What an entry point names: called with the host config, it should make a Host
+# (``load_host`` checks that it did, so it is typed as making any object).
+HostFactory = Callable[[JsonDict], object]
 
 # Used only when the distribution's entry points are not installed (a source
 # checkout run without ``pip install -e .``); an installed entry point always wins.
@@ -34,11 +38,11 @@ BUILTINS = {
 
 
 @functools.cache
-def _factories() -> dict[str, Callable[[], Any]]:
+def _factories() -> dict[str, Callable[[], HostFactory]]:
     """Host kinds to their factories, read from the installed entry points once per
     process: reading package metadata costs ~1.6 ms, far more than the rest of a turn's
     host set-up, and what is installed does not change under a running process."""
-    found: dict[str, Callable[[], Any]] = {
+    found: dict[str, Callable[[], HostFactory]] = {
         name: functools.partial(_load_path, target) for name, target in BUILTINS.items()
     }
     for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -47,14 +51,15 @@ def _factories() -> dict[str, Callable[[], Any]]:
 
 
 @functools.cache
-def _loaded(kind: str) -> Any:
+def _loaded(kind: str) -> HostFactory:
     """The host class of ``kind``, imported once."""
     return _factories()[kind]()
 
 
-def _load_path(target: str) -> Any:
+def _load_path(target: str) -> HostFactory:
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    factory: HostFactory = getattr(importlib.import_module(module), attr)
+    return factory
 
 
 def reload_host_kinds() -> None:
@@ -68,10 +73,10 @@ def available_host_kinds() -> list[str]:
 
 
 #: What loads a session's host: :func:`load_host`, or a test's or the runner's stand-in.
-HostLoader = Callable[[str, dict[str, Any]], Host]
+HostLoader = Callable[[str, JsonDict], Host]
 
 
-def load_host(kind: str, config: dict[str, Any] | None = None) -> Host:
+def load_host(kind: str, config: JsonMapping | None = None) -> Host:
     """Instantiate the host registered as ``kind`` with ``config``.
 
     ``NotFound`` (listing the known kinds) for an unknown kind; ``InvalidArgument``

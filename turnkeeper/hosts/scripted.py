@@ -42,8 +42,9 @@ a transcript a continuation resumes from (missing or truncated → failed/protoc
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +56,7 @@ from turnkeeper.hosts.subprocess_host import (
     spawn,
     validate_config,
 )
+from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import TurnKind
 
 
@@ -89,7 +91,7 @@ class MessageStep(_Step):
 class EmitStep(_Step):
     op: Literal["emit"]
     kind: str
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: JsonDict = Field(default_factory=dict)
 
 
 class SleepStep(_Step):
@@ -156,7 +158,7 @@ class ScriptedTurn(BaseModel):
     match: TurnMatch = Field(default_factory=TurnMatch)
     steps: list[Step] = Field(default_factory=list)
     # Merged over what the agent computes (files_changed, commands, summary, ...).
-    result: dict[str, Any] = Field(default_factory=dict)
+    result: JsonDict = Field(default_factory=dict)
 
 
 class Script(BaseModel):
@@ -192,7 +194,7 @@ def state_dir_for(cfg: ScriptedHostConfig, workspace: Path) -> Path:
 class ScriptedHost:
     kind = "scripted"
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self._config = dict(config or {})
         validate_config(ScriptedHostConfig, self._config)
 
@@ -215,7 +217,7 @@ class ScriptedHost:
             tolerate_malformed=cfg.tolerate_malformed,
             kill_stragglers=cfg.kill_stragglers,
         )
-        payload = {
+        payload: JsonDict = {
             "request": request.for_host(),
             "config": cfg.model_dump(mode="json"),
         }

@@ -15,7 +15,6 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.scripted import (
@@ -32,6 +31,7 @@ from turnkeeper.hosts.scripted import (
     Step,
     WriteStep,
 )
+from turnkeeper.json_types import JsonDict, JsonValue
 
 PAUSE_DIR = ".turnkeeper-pause"
 
@@ -42,12 +42,12 @@ class ScriptFailedError(Exception):
         self.error_kind = error_kind
 
 
-def emit(kind: str, data: dict[str, Any]) -> None:
+def emit(kind: str, data: JsonDict) -> None:
     sys.stdout.write(json.dumps({"kind": kind, "data": data}) + "\n")
     sys.stdout.flush()
 
 
-def append_line(path: Path, record: dict[str, Any]) -> None:
+def append_line(path: Path, record: JsonDict) -> None:
     """One ``write`` of one whole line: a SIGKILL leaves it complete or absent."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -58,7 +58,7 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def read_session(path: Path, handle: str) -> list[dict[str, Any]]:
+def read_session(path: Path, handle: str) -> list[JsonDict]:
     """The session transcript; ``ScriptFailedError(protocol)`` if missing or truncated."""
     if not path.exists():
         raise ScriptFailedError("protocol", f"host session {handle} not found: no file {path}")
@@ -67,7 +67,7 @@ def read_session(path: Path, handle: str) -> list[dict[str, Any]]:
         raise ScriptFailedError(
             "protocol", f"host session file {path} is truncated (no final newline)"
         )
-    records: list[dict[str, Any]] = []
+    records: list[JsonDict] = []
     for number, line in enumerate(raw.splitlines(), start=1):
         try:
             record = json.loads(line)
@@ -87,8 +87,9 @@ class Agent:
         self.config = config
         assert config.state_dir is not None  # the host resolves it before spawning
         self.state_dir = Path(config.state_dir)
-        self.files_changed: list[str] = []
-        self.commands: list[dict[str, Any]] = []
+        # Paths and command records, as the result reports them (JSON lists).
+        self.files_changed: list[JsonValue] = []
+        self.commands: list[JsonValue] = []
 
     def run(self) -> int:
         req = self.request
@@ -116,7 +117,7 @@ class Agent:
         except ScriptFailedError as exc:
             emit("error", {"fatal": True, "error_kind": exc.error_kind, "message": str(exc)})
             return 1 if exc.error_kind == "protocol" else 2
-        result = {
+        result: JsonDict = {
             "summary": f"ran {len(turn.steps)} scripted step(s)",
             "files_changed": self.files_changed,
             "commands": self.commands,
@@ -197,7 +198,7 @@ class Agent:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            record: dict[str, Any] = {"command": step.command, "detached": True, "pid": proc.pid}
+            record: JsonDict = {"command": step.command, "detached": True, "pid": proc.pid}
         else:
             try:
                 done = subprocess.run(

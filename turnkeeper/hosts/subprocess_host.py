@@ -46,7 +46,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -78,6 +78,7 @@ from turnkeeper.hosts.launch import (
     with_parent_death,
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
+from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ class RunAdapter(Protocol):
     failure of the turn, never a dead reader thread.
     """
 
-    def translate(self, kind: str, data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]: ...
+    def translate(self, kind: str, data: JsonDict) -> list[tuple[str, JsonDict]]: ...
 
     def finish(self, outcome: HostOutcome) -> HostOutcome: ...
 
@@ -143,10 +144,10 @@ class RunAdapter(Protocol):
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
-def validate_config(model: type[ConfigT], *layers: Mapping[str, Any]) -> ConfigT:
+def validate_config(model: type[ConfigT], *layers: Mapping[str, object]) -> ConfigT:
     """Merge config layers (later wins) and validate as ``model``; ``InvalidArgument``
     on failure."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for layer in layers:
         merged.update(layer)
     try:
@@ -163,13 +164,13 @@ class SubprocessHost:
 
     kind = "subprocess"
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self._config = dict(config or {})
         validate_config(SubprocessHostConfig, self._config)  # fail at load, not at turn
 
     def start(self, request: TurnRequest) -> SubprocessRun:
         cfg = validate_config(SubprocessHostConfig, self._config, request.host_config)
-        payload = {
+        payload: JsonDict = {
             "request": request.for_host(),
             "config": cfg.model_dump(mode="json"),
         }
@@ -185,7 +186,7 @@ def spawn(
     request: TurnRequest,
     cfg: SubprocessHostConfig,
     *,
-    stdin_request: dict[str, Any] | None = None,
+    stdin_request: JsonDict | None = None,
     adapter: RunAdapter | None = None,
 ) -> SubprocessRun:
     """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
@@ -207,7 +208,7 @@ def spawn(
     program_problem = unrunnable(args[0], env.get("PATH", os.defpath), request.workspace)
     if program_problem is not None:
         raise HostSpawnFailed(
-            f"cannot start {args[0]!r}: {program_problem}", details={"args": args[:1]}
+            f"cannot start {args[0]!r}: {program_problem}", details={"args": [args[0]]}
         )
     contained = containment.prepare(request.turn_id)
     # The lock keeps the orphan reaper from reaping this child before it is registered.
@@ -226,7 +227,7 @@ def spawn(
         except OSError as exc:
             contained.abandon()
             raise HostSpawnFailed(
-                f"cannot start {args[0]!r}: {exc}", details={"args": args[:1]}
+                f"cannot start {args[0]!r}: {exc}", details={"args": [args[0]]}
             ) from None
         process_tree.register_owned_child(proc.pid)
     identity = process_tree.identify(proc.pid, request.turn_id)
@@ -267,7 +268,7 @@ class SubprocessRun:
         self._first_malformed = ""
         self._fatal: tuple[HostErrorKind, str] | None = None
         self._handle = request.host_session_handle
-        self._result: dict[str, Any] | None = None  # None: no result event (yet)
+        self._result: JsonDict | None = None  # None: no result event (yet)
         self._marker_seen = False
         threading.Thread(
             target=self._serve, name=f"turnkeeper-host-{request.turn_id}", daemon=True
@@ -352,7 +353,7 @@ class SubprocessRun:
         excerpt = line[:500].decode(errors="replace")
         self._event("error", {"error_kind": "protocol", "message": message, "line": excerpt})
 
-    def _event(self, kind: str, data: dict[str, Any]) -> None:
+    def _event(self, kind: str, data: JsonDict) -> None:
         for rule in self._cfg.handle_from:
             if kind == rule.kind and isinstance(handle := dig(data, rule.field), str):
                 self._handle = handle
@@ -361,8 +362,9 @@ class SubprocessRun:
         elif kind == "message" and self._cfg.done_marker in str(data.get("text", "")):
             self._marker_seen = True
         if kind == "error" and data.get("fatal") is True:
+            reported = data.get("error_kind")  # absent, or not a kind's name: exit_code
             try:
-                error_kind = HostErrorKind(data.get("error_kind", "exit_code"))
+                error_kind = HostErrorKind(reported if isinstance(reported, str) else "exit_code")
             except ValueError:
                 error_kind = HostErrorKind.EXIT_CODE
             if error_kind is HostErrorKind.LOST:  # only the recovery table loses a turn
@@ -372,7 +374,7 @@ class SubprocessRun:
         # log keeps the event: the outcome never depends on the output caps.
         self._log.append(kind, data)
 
-    def _carries_meaning(self, kind: str, data: dict[str, Any]) -> bool:
+    def _carries_meaning(self, kind: str, data: JsonDict) -> bool:
         """Kept beyond the output caps: this host's handle and result events too."""
         if kind == self._cfg.result_kind or any(kind == r.kind for r in self._cfg.handle_from):
             return True
@@ -453,7 +455,7 @@ class SubprocessRun:
         self._log.close()
         self._done.set()
 
-    def _turn_result(self, succeeded: bool) -> dict[str, Any]:
+    def _turn_result(self, succeeded: bool) -> JsonDict:
         """The result event's data as reported; without one, on a turn that succeeded
         on a todo, the completion rule's word on it (hosts/completion.py)."""
         if self._result is not None:
@@ -487,18 +489,17 @@ class SubprocessRun:
         if failure is None and (oversized := oversized_result(result, self.request.limits)):
             result = {}  # the receipt must not carry it
             failure = (HostErrorKind.PROTOCOL, oversized)
-        common: dict[str, Any] = {
-            "exit_code": returncode if returncode >= 0 else None,
-            "signal": -returncode if returncode < 0 else None,
-            "host_session_handle": self._handle,
-            "result": result,
-            "last_seq": self._log.last_seq,
-            "stderr_tail": self._stderr.decode(errors="replace"),
-            "stragglers_killed": stragglers,
-            "duration_seconds": round(time.monotonic() - self._started, 3),
-        }
-        if failure is None:
-            return HostOutcome(status=HostStatus.SUCCEEDED, **common)
+        error_kind, message = failure if failure is not None else (None, "")
         return HostOutcome(
-            status=HostStatus.FAILED, error_kind=failure[0], message=failure[1], **common
+            status=HostStatus.SUCCEEDED if failure is None else HostStatus.FAILED,
+            error_kind=error_kind,
+            message=message,
+            exit_code=returncode if returncode >= 0 else None,
+            signal=-returncode if returncode < 0 else None,
+            host_session_handle=self._handle,
+            result=result,
+            last_seq=self._log.last_seq,
+            stderr_tail=self._stderr.decode(errors="replace"),
+            stragglers_killed=stragglers,
+            duration_seconds=round(time.monotonic() - self._started, 3),
         )
