@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic_core import to_jsonable_python
 
 from turnkeeper.errors import NotFound, Unavailable
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts.base import KillReport, TurnRequest
+from turnkeeper.json_types import JsonDict, JsonValue
 from turnkeeper.runner.paths import RunnerPaths, connect_unix
 from turnkeeper.runner.protocol import (
     MAX_REPLY_BYTES,
     Ack,
+    AckResult,
     Close,
     Events,
     Hello,
@@ -68,19 +72,19 @@ class _Connection:
             self.close()
             raise
 
-    def send(self, frame: BaseModel | dict[str, Any]) -> None:
+    def send(self, frame: BaseModel | JsonDict) -> None:
         self.sock.sendall(encode(frame))
 
-    def frame(self) -> dict[str, Any]:
+    def frame(self) -> JsonDict:
         line = self.reader.readline(MAX_REPLY_BYTES + 1)
         if not line.endswith(b"\n"):
             raise ConnectionError("the runner closed the connection")
         return parse_frame(line)
 
-    def reply(self) -> Any:
+    def reply(self) -> JsonValue:
         frame = self.frame()
         if not frame.get("ok"):
-            raise_error(frame.get("error") or {})
+            raise_error(frame.get("error"))
         return frame.get("result")
 
     def close(self) -> None:
@@ -118,7 +122,7 @@ class RunnerClient:
                 self._conn.close()
                 self._conn = None
 
-    def _call(self, command: BaseModel) -> Any:
+    def _call(self, command: BaseModel) -> JsonValue:
         with self._lock:
             for attempt in range(2):
                 if self._conn is None:
@@ -149,7 +153,7 @@ class RunnerClient:
     def start_turn(
         self,
         host_kind: str,
-        host_config: dict[str, Any] | None,
+        host_config: Mapping[str, object] | None,
         request: TurnRequest,
         *,
         command_id: str | None = None,
@@ -160,7 +164,9 @@ class RunnerClient:
         command = StartTurn(
             command_id=command_id or f"start_turn:{request.turn_id}",
             host_kind=host_kind,
-            host_config=dict(host_config or {}),
+            # Made JSON here (a tuple as a list, a path as text), as the command's JSON
+            # dump made it for the wire and the digest before the field checked for JSON.
+            host_config=to_jsonable_python(dict(host_config or {})),
             request=request,
         )
         return ProcessIdentity.model_validate(self._call(command))
@@ -169,7 +175,7 @@ class RunnerClient:
         """Acknowledge every event up to ``seq`` (durably kept by the caller); the
         runner may then forget them. Returns the turn's acknowledged seq."""
         command = Ack(command_id=command_id or f"ack:{turn_id}:{seq}", turn_id=turn_id, seq=seq)
-        return int(self._call(command)["acked_seq"])
+        return AckResult.model_validate(self._call(command)).acked_seq
 
     def kill(self, turn_id: str, *, command_id: str | None = None) -> KillReport:
         command = Kill(command_id=command_id or f"kill:{turn_id}:{uuid.uuid4()}", turn_id=turn_id)
@@ -220,7 +226,7 @@ class RunnerClient:
                     elif frame.get("end"):
                         return
                     else:
-                        raise_error(frame.get("error") or {})
+                        raise_error(frame.get("error"))
             except OSError as exc:
                 failures += 1
                 if failures >= _STREAM_RETRIES:

@@ -8,11 +8,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from turnkeeper.errors import FailedPrecondition, Unavailable
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts.procfs import signal_exact
+from turnkeeper.json_types import JsonDict
 from turnkeeper.runner.client import RunnerClient
 from turnkeeper.runner.paths import RunnerPaths
 from turnkeeper.runner.protocol import RunnerIdentity
@@ -61,7 +62,28 @@ def status(state_dir: Path, timeout: float = 5.0) -> RunnerIdentity:
         return client.hello()
 
 
-def summary(identity: RunnerIdentity) -> dict[str, Any]:
+class RunnerSummary(TypedDict):
+    """``runner start`` / ``status`` as the CLI prints them (``--json``)."""
+
+    running: bool
+    pid: int
+    uptime_seconds: float
+    turns_live: int
+    turns_finished: int
+    journal_bytes: int
+    turns: list[JsonDict]  # each a TurnInfo as JSON
+
+
+class StopResult(TypedDict):
+    """What ``runner stop`` did: no runner ran, or which one stopped and what it killed."""
+
+    stopped: bool
+    running: NotRequired[bool]
+    pid: NotRequired[int]
+    killed_turns: NotRequired[list[str]]
+
+
+def summary(identity: RunnerIdentity) -> RunnerSummary:
     live = [t for t in identity.turns if t.state != "finished"]
     return {
         "running": True,
@@ -74,7 +96,7 @@ def summary(identity: RunnerIdentity) -> dict[str, Any]:
     }
 
 
-def stop(state_dir: Path, *, force: bool = False, timeout: float = 30.0) -> dict[str, Any]:
+def stop(state_dir: Path, *, force: bool = False, timeout: float = 30.0) -> StopResult:
     """SIGTERM the runner and wait until it exited. Refused while turns run, unless
     ``force``: then their trees are killed first."""
     paths = RunnerPaths(state_dir)

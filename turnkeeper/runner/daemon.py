@@ -29,7 +29,6 @@ import time
 from io import BufferedReader
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -45,6 +44,7 @@ from turnkeeper.errors import (
     Unavailable,
 )
 from turnkeeper.hosts import launch, process_tree
+from turnkeeper.json_types import JsonDict
 from turnkeeper.runner.journal import CommandRow, Journal
 from turnkeeper.runner.paths import RunnerPaths, socket_address
 from turnkeeper.runner.protocol import (
@@ -202,7 +202,7 @@ class Runner:
                 log.exception("runner connection failed")
 
     @staticmethod
-    def _send_quietly(conn: socket.socket, frame: dict[str, Any]) -> None:
+    def _send_quietly(conn: socket.socket, frame: JsonDict) -> None:
         with contextlib.suppress(OSError):
             conn.sendall(encode(frame))
 
@@ -253,7 +253,7 @@ class Runner:
 
     # --- commands -----------------------------------------------------------------
 
-    def _dispatch(self, cmd: Hello | StartTurn | Ack | Kill | Close | Outcome) -> dict[str, Any]:
+    def _dispatch(self, cmd: Hello | StartTurn | Ack | Kill | Close | Outcome) -> JsonDict:
         try:
             if isinstance(cmd, Hello):
                 return ok_frame(self.hello().model_dump(mode="json"))
@@ -268,7 +268,7 @@ class Runner:
             log.exception("runner command %s failed", cmd.op)
             return error_frame(TurnkeeperError(f"runner failed: {exc!r}", reason="runner_internal"))
 
-    def _journaled(self, cmd: StartTurn | Ack | Kill | Close) -> dict[str, Any]:
+    def _journaled(self, cmd: StartTurn | Ack | Kill | Close) -> JsonDict:
         digest = command_digest(cmd)
         with self._commands:
             row = self.journal.command(cmd.command_id)
@@ -365,7 +365,7 @@ def _peer_gone(conn: socket.socket) -> bool:
         return True
 
 
-def _replay(row: CommandRow, digest: str) -> dict[str, Any]:
+def _replay(row: CommandRow, digest: str) -> JsonDict:
     """The answer to a command id seen before."""
     if row.digest != digest:
         return error_frame(

@@ -11,8 +11,7 @@ keeps running if this process dies: a successor reattaches with
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 from turnkeeper.errors import Unavailable
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
@@ -23,7 +22,9 @@ from turnkeeper.runner.protocol import TurnEnd
 
 
 class RunnerHost:
-    def __init__(self, kind: str, config: dict[str, Any] | None, client: RunnerClient) -> None:
+    def __init__(
+        self, kind: str, config: Mapping[str, object] | None, client: RunnerClient
+    ) -> None:
         self._kind = kind
         self._config = dict(config or {})
         self._client = client

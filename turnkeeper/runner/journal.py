@@ -28,13 +28,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from turnkeeper.errors import AlreadyExists, NotFound
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
+from turnkeeper.json_types import JsonDict, JsonValue
 from turnkeeper.runner.protocol import TurnEnd, TurnInfo
-
-T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS commands (
@@ -75,8 +73,8 @@ class CommandRow:
     turn_id: str | None
     digest: str
     status: str  # pending | done | indeterminate
-    result: Any
-    error: dict[str, Any] | None
+    result: JsonValue
+    error: JsonDict | None
 
 
 @dataclass(frozen=True)
@@ -167,14 +165,14 @@ class Journal:
             )
 
     def finish_command(
-        self, command_id: str, *, result: Any = None, error: dict[str, Any] | None = None
+        self, command_id: str, *, result: JsonValue = None, error: JsonDict | None = None
     ) -> None:
         with self._tx() as conn:
             self._set_done(conn, command_id, result, error)
 
     @staticmethod
     def _set_done(
-        conn: sqlite3.Connection, command_id: str, result: Any, error: dict[str, Any] | None
+        conn: sqlite3.Connection, command_id: str, result: JsonValue, error: JsonDict | None
     ) -> None:
         conn.execute(
             "UPDATE commands SET status = 'done', result = ?, error = ? WHERE command_id = ?",
@@ -191,8 +189,8 @@ class Journal:
         op: str,
         turn_id: str | None,
         digest: str,
-        effect: Callable[[sqlite3.Connection], Any],
-    ) -> Any:
+        effect: Callable[[sqlite3.Connection], JsonDict],
+    ) -> JsonDict:
         """Record the command done together with ``effect``'s changes, in one commit."""
         with self._tx() as conn:
             conn.execute(
@@ -302,9 +300,11 @@ class Journal:
 _TURN_SELECT = (
     "SELECT turn_id, host_kind, identity, state, last_seq, acked_seq, turn_end FROM turns"
 )
+# Its row, as _SCHEMA declares the columns (only this module writes the journal).
+_TurnColumns = tuple[str, str, str | None, str, int, int, str | None]
 
 
-def _turn_row(row: tuple[Any, ...]) -> TurnRow:
+def _turn_row(row: _TurnColumns) -> TurnRow:
     identity = ProcessIdentity.model_validate_json(row[2]) if row[2] else None
     end = TurnEnd.model_validate_json(row[6]) if row[6] else None
     return TurnRow(row[0], row[1], identity, row[3], row[4], row[5], end)

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from turnkeeper.errors import ERROR_CLASSES, ErrorCode, InvalidArgument, TurnkeeperError
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts.base import HostOutcome, HostSpawnFailed, TurnRequest
+from turnkeeper.json_types import JsonDict, JsonValue
 
 MAX_FRAME_BYTES = 1024 * 1024
 # Runner frames: one host event or outcome (a result may be 1 MiB, a line 8 MiB).
@@ -54,7 +55,7 @@ class StartTurn(_Frame):
     op: Literal["start_turn"] = "start_turn"
     command_id: CommandId
     host_kind: str = Field(min_length=1)
-    host_config: dict[str, Any] = Field(default_factory=dict)
+    host_config: JsonDict = Field(default_factory=dict)
     request: TurnRequest
 
 
@@ -128,6 +129,15 @@ class RunnerIdentity(BaseModel):
     turns: list[TurnInfo] = Field(default_factory=list)
 
 
+class AckResult(BaseModel):
+    """What ``ack`` answers: the turn's acknowledged seq."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn_id: str
+    acked_seq: int
+
+
 class TurnEnd(BaseModel):
     """A finished turn: the host's outcome and, when the runner ended it, why
     (``runner_backpressure``, ``runner_lost``, ``runner_stopped``)."""
@@ -147,7 +157,7 @@ class EndFrame(BaseModel):
     turn_end: TurnEnd | None = None  # None: not finished (a stream without follow)
 
 
-def canonical(value: Any) -> bytes:
+def canonical(value: JsonValue) -> bytes:
     """The bytes a command is digested as: sorted keys, no spaces."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -158,34 +168,38 @@ def command_digest(command: BaseModel) -> str:
     return hashlib.sha256(canonical(body)).hexdigest()
 
 
-def encode(value: BaseModel | dict[str, Any]) -> bytes:
+def encode(value: BaseModel | JsonDict) -> bytes:
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
     return canonical(data) + b"\n"
 
 
-def error_frame(error: TurnkeeperError) -> dict[str, Any]:
+def error_frame(error: TurnkeeperError) -> JsonDict:
     return {"ok": False, "error": error.to_dict()}
 
 
-def ok_frame(result: Any) -> dict[str, Any]:
+def ok_frame(result: JsonValue) -> JsonDict:
     return {"ok": True, "result": result}
 
 
-def raise_error(error: dict[str, Any]) -> None:
+def raise_error(error: JsonValue) -> NoReturn:
     """Raise the typed error a runner frame carries (a spawn failure as one)."""
-    message = str(error.get("message", "runner error"))
-    reason = str(error.get("reason", ""))
-    details = error.get("details") or {}
+    # The runner always sends an object; anything else carries no code to raise by.
+    fields = error if isinstance(error, dict) else {}
+    message = str(fields.get("message", "runner error"))
+    reason = str(fields.get("reason", ""))
+    details = fields.get("details") or {}
+    if not isinstance(details, dict):
+        details = {"details": details}
     if reason == "host_spawn_failed":
         raise HostSpawnFailed(message, details=details)
     try:
-        cls = ERROR_CLASSES[ErrorCode(error.get("code", "INTERNAL"))]
+        cls = ERROR_CLASSES[ErrorCode(str(fields.get("code", "INTERNAL")))]
     except ValueError:
         cls = TurnkeeperError
     raise cls(message, reason=reason, details=details)
 
 
-def parse_frame(line: bytes) -> dict[str, Any]:
+def parse_frame(line: bytes) -> JsonDict:
     """One frame as a JSON object; ``InvalidArgument`` if it is not one."""
     try:
         obj = json.loads(line)

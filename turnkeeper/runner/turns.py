@@ -18,11 +18,12 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,8 +33,17 @@ from turnkeeper.host_reports import HostEvent
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts.base import HostOutcome, HostRun
 from turnkeeper.hosts.registry import load_host
+from turnkeeper.json_types import JsonDict
 from turnkeeper.runner.journal import Journal
-from turnkeeper.runner.protocol import Ack, Close, Kill, StartTurn, TurnEnd, command_digest
+from turnkeeper.runner.protocol import (
+    Ack,
+    AckResult,
+    Close,
+    Kill,
+    StartTurn,
+    TurnEnd,
+    command_digest,
+)
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 log = logging.getLogger(__name__)
@@ -62,23 +72,25 @@ class Spawner:
     """
 
     def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
-            queue.Queue()
-        )
+        # Each job runs one call and hands its result or exception to its caller.
+        self._queue: queue.Queue[Callable[[], None]] = queue.Queue()
         threading.Thread(target=self._run, name="turnkeeper-runner-spawner", daemon=True).start()
 
     def call(self, fn: Callable[[], T]) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put((fn, future))
-        return future.result()
 
-    def _run(self) -> None:
-        while True:
-            fn, future = self._queue.get()
+        def job() -> None:
             try:
                 future.set_result(fn())
             except BaseException as exc:  # handed to the caller, which re-raises it
                 future.set_exception(exc)
+
+        self._queue.put(job)
+        return future.result()
+
+    def _run(self) -> None:
+        while True:
+            self._queue.get()()
 
 
 @dataclass
@@ -157,7 +169,7 @@ class Turns:
 
     # --- commands -----------------------------------------------------------------
 
-    def start(self, cmd: StartTurn) -> dict[str, Any]:
+    def start(self, cmd: StartTurn) -> JsonDict:
         """Called with the command journaled pending: start the host, journal its turn."""
         turn_id = cmd.request.turn_id
         host = load_host(cmd.host_kind, cmd.host_config)
@@ -187,7 +199,7 @@ class Turns:
             f"the runner already has turn {cmd.request.turn_id}", reason="turn_exists"
         )
 
-    def kill(self, cmd: Kill) -> dict[str, Any]:
+    def kill(self, cmd: Kill) -> JsonDict:
         live = self.live(cmd.turn_id)
         if live is not None:
             report = live.run.kill_tree()
@@ -196,8 +208,8 @@ class Turns:
             report = process_tree.kill_turn_processes(row.turn_id, row.identity)
         return report.model_dump(mode="json")
 
-    def ack(self, cmd: Ack) -> dict[str, Any]:
-        def effect(conn: Any) -> dict[str, Any]:
+    def ack(self, cmd: Ack) -> JsonDict:
+        def effect(conn: sqlite3.Connection) -> JsonDict:
             row = self.journal.turn(cmd.turn_id)
             if cmd.seq < row.acked_seq:
                 raise FailedPrecondition(
@@ -212,9 +224,9 @@ class Turns:
                     details={"last_seq": row.last_seq, "seq": cmd.seq},
                 )
             Journal.apply_ack(conn, cmd.turn_id, cmd.seq)
-            return {"turn_id": cmd.turn_id, "acked_seq": cmd.seq}
+            return AckResult(turn_id=cmd.turn_id, acked_seq=cmd.seq).model_dump(mode="json")
 
-        result: dict[str, Any] = self.journal.atomic_command(
+        result = self.journal.atomic_command(
             cmd.command_id, cmd.op, cmd.turn_id, command_digest(cmd), effect
         )
         live = self.live(cmd.turn_id)
@@ -227,8 +239,8 @@ class Turns:
                 live.cond.notify_all()
         return result
 
-    def close(self, cmd: Close) -> dict[str, Any]:
-        def effect(conn: Any) -> dict[str, Any]:
+    def close(self, cmd: Close) -> JsonDict:
+        def effect(conn: sqlite3.Connection) -> JsonDict:
             row = self.journal.turn(cmd.turn_id)
             if row.state != "finished":
                 raise FailedPrecondition(
@@ -244,7 +256,7 @@ class Turns:
             Journal.apply_close(conn, cmd.turn_id)
             return {"turn_id": cmd.turn_id, "closed": True}
 
-        result: dict[str, Any] = self.journal.atomic_command(
+        result = self.journal.atomic_command(
             cmd.command_id, cmd.op, cmd.turn_id, command_digest(cmd), effect
         )
         with self._lock:

@@ -11,8 +11,9 @@ SQLSTATE-based error mapping, an advisory lock around migrations).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeAlias
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
@@ -26,12 +27,23 @@ WRITE_OPTION = "turnkeeper_write"
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 
 
-class DBAPICursor(Protocol):
-    rowcount: int
+# What the store binds to a statement's placeholders: text, integers and NULL.
+SqlParams: TypeAlias = Sequence[str | int | None]
+# Where verify's page through the entity index starts and goes on from: a row key of
+# the dialect's ``row_key`` column (SQLite: the rowid; PostgreSQL: the entity id).
+RowKey: TypeAlias = int | str
 
-    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
-    def executemany(self, sql: str, params: Any, /) -> Any: ...
-    def fetchone(self) -> Any: ...
+
+class DBAPICursor(Protocol):
+    """The part of a DBAPI cursor (sqlite3's, psycopg's) the append path uses."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, sql: str, params: SqlParams = ..., /) -> object: ...
+    def executemany(self, sql: str, params: Sequence[SqlParams], /) -> object: ...
+    # A row as the driver returns it; its columns are checked where they are read.
+    def fetchone(self) -> tuple[object, ...] | None: ...
     def close(self) -> None: ...
 
 
@@ -69,7 +81,7 @@ class Dialect:
         """Whether the next commits wait for the disk (set outside a transaction), where
         the dialect sets that per connection."""
 
-    def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
+    def translate(self, exc: BaseException, **details: object) -> TurnkeeperError | None:
         """The typed error for a driver exception, or None when it is not a database error."""
         raise NotImplementedError
 
@@ -101,7 +113,7 @@ class Dialect:
     # How verify pages through the entity index in table order: a key column that
     # rises through the table, and the key before the first row.
     row_key = "rowid"
-    first_row_key: Any = 0
+    first_row_key: RowKey = 0
     # Whether the database runs on another clock than this machine's (a server).
     own_clock = False
 
@@ -109,7 +121,7 @@ class Dialect:
         """How workers wake each other up across processes (None: they poll)."""
         return None
 
-    def write_options(self) -> dict[str, Any]:
+    def write_options(self) -> dict[str, object]:
         """Execution options of a connection that runs a write transaction (a
         migration, a repair): SQLAlchemy's ``conn.begin()`` then really begins one."""
         return {WRITE_OPTION: True}
@@ -133,7 +145,7 @@ class Dialect:
         return type(exc).__name__ in ("IntegrityError", "UniqueViolation", "ForeignKeyViolation")
 
 
-def where(details: dict[str, Any]) -> str:
+def where(details: Mapping[str, object]) -> str:
     """The record an error happened at, as text for its message."""
     parts = [f"{k}={v}" for k, v in details.items() if v is not None]
     return ", ".join(parts) if parts else "no record context"

@@ -13,7 +13,6 @@ psycopg's pipeline mode, one round trip for a batch of events.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, create_engine
@@ -22,10 +21,10 @@ from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import DBAPIError
 
 from turnkeeper.errors import DataLoss, InvalidArgument, TurnkeeperError, Unavailable
-from turnkeeper.store._dialect import DBAPICursor, Dialect, where
+from turnkeeper.store._dialect import DBAPICursor, Dialect, RowKey, where
 from turnkeeper.store._wakeups import PostgresWakeups
 
-# Any 64-bit number of our own: pg_advisory_xact_lock serialises migrations with it.
+# A 64-bit number of our own: pg_advisory_xact_lock serialises migrations with it.
 _MIGRATION_LOCK_KEY = 0x746B_6D69_6772_6174  # "tkmigrat"
 _STAMP_PREFIX = "turnkeeper-schema-stamp="
 CONNECT_TIMEOUT_S = 5
@@ -64,7 +63,7 @@ ORDER BY 1, 2
 class PostgresDialect(Dialect):
     name = "postgresql"
     row_key = "entity_id"  # no rowid: verify pages through the index in key order
-    first_row_key: Any = ""
+    first_row_key: RowKey = ""
     own_clock = True
 
     def __init__(self, url: str, busy_timeout_s: float) -> None:
@@ -91,7 +90,7 @@ class PostgresDialect(Dialect):
             isolation_level="AUTOCOMMIT",
         )
 
-    def write_options(self) -> dict[str, Any]:
+    def write_options(self) -> dict[str, object]:
         return {**super().write_options(), "isolation_level": "READ COMMITTED"}
 
     def sql(self, text: str) -> str:
@@ -110,7 +109,7 @@ class PostgresDialect(Dialect):
         # recovery covers such records; here nothing would.
         cursor.execute("BEGIN")
 
-    def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
+    def translate(self, exc: BaseException, **details: object) -> TurnkeeperError | None:
         if isinstance(exc, DBAPIError) and exc.orig is not None:
             exc = exc.orig
         if not isinstance(exc, psycopg.Error):

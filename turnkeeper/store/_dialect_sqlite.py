@@ -7,7 +7,6 @@ import random
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection
@@ -115,7 +114,7 @@ class SqliteDialect(Dialect):
             time.sleep(delay * (0.5 + random.random()))  # jitter: two waiters desynchronize
             delay = min(delay * 2, 2e-3)
 
-    def translate(self, exc: BaseException, **details: Any) -> TurnkeeperError | None:
+    def translate(self, exc: BaseException, **details: object) -> TurnkeeperError | None:
         if isinstance(exc, DBAPIError) and exc.orig is not None:
             exc = exc.orig
         if not isinstance(exc, sqlite3.Error):

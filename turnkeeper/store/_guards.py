@@ -12,15 +12,14 @@ must reach its projection's head.
 
 from __future__ import annotations
 
-from typing import Any
-
 from turnkeeper.errors import DataLoss
-from turnkeeper.store._reads import Reader
+from turnkeeper.json_types import JsonDict
+from turnkeeper.store._reads import AnyRow, Reader
 from turnkeeper.store._rows import check_created, index_from_row, projection_from_row
 from turnkeeper.store.records import Projection
 
 
-def _index_damaged(what: str, details: dict[str, Any]) -> DataLoss:
+def _index_damaged(what: str, details: JsonDict) -> DataLoss:
     return DataLoss(
         f"{what}: the database's index misses a row its table holds (run `turnkeeper verify`)",
         reason="index_damaged",
@@ -28,7 +27,7 @@ def _index_damaged(what: str, details: dict[str, Any]) -> DataLoss:
     )
 
 
-def confirm_missing_projection(reader: Reader, stream_id: str) -> Any | None:
+def confirm_missing_projection(reader: Reader, stream_id: str) -> AnyRow | None:
     """After a projection miss: ``DATA_LOSS`` unless ``stream_id`` truly has no
     projection and no events; the row, when the indexed read finds it now (a writer
     committed the stream's first append between the miss and these checks: events and
@@ -52,7 +51,7 @@ def confirm_missing_projection(reader: Reader, stream_id: str) -> Any | None:
     )
 
 
-def confirm_missing_entity(reader: Reader, entity_id: str) -> Any | None:
+def confirm_missing_entity(reader: Reader, entity_id: str) -> AnyRow | None:
     """After an index miss: ``DATA_LOSS`` when the table holds ``entity_id`` that its
     index still misses; the row, when the index finds it now (a writer committed it
     between the first lookup and the scan: index rows are only ever added, so a row

@@ -8,17 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeAlias
+from typing import TypeAlias, TypeVarTuple
 
-from sqlalchemy import Engine, Executable, Row, func, select, update
+from sqlalchemy import Engine, Row, Select, func, select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from turnkeeper.errors import DataLoss, TurnkeeperError
-from turnkeeper.store._dialect import Dialect
+from turnkeeper.store._dialect import Dialect, RowKey, SqlParams
 from turnkeeper.store._schema import events, projections
 
-# A result row of any width (SQLAlchemy 2.1 types rows by their column tuple).
-AnyRow: TypeAlias = Row[*tuple[Any, ...]]
+# A row as read, of any width, its columns not yet checked: a DBAPI driver's tuple (a
+# SQLAlchemy ``Row`` is one too). Whoever decodes it checks each column's type: a
+# damaged record can make SQLite hand back a column as another type (see _rows.py).
+AnyRow: TypeAlias = tuple[object, ...]
+_Ts = TypeVarTuple("_Ts")
+
+
+def as_int(value: object) -> int:
+    """``int(value)`` of a number column as read (it raises as ``int()`` does)."""
+    if isinstance(value, int | float | str | bytes):
+        return int(value)
+    raise TypeError(f"a number column holds {value!r:.40}")
+
 
 EVENT_COLUMNS = (
     events.c.stream_id,
@@ -81,7 +92,7 @@ class Reader:
         self.dialect = dialect
 
     @contextmanager
-    def errors(self, **context: Any) -> Iterator[None]:
+    def errors(self, **context: object) -> Iterator[None]:
         """Translate driver errors raised inside the block into the typed taxonomy."""
         try:
             yield
@@ -98,7 +109,7 @@ class Reader:
                 raise
             raise typed from exc
 
-    def typed(self, exc: BaseException, **context: Any) -> TurnkeeperError:
+    def typed(self, exc: BaseException, **context: object) -> TurnkeeperError:
         typed = self.dialect.translate(exc, **context)
         if typed is None and isinstance(exc, UnicodeError):
             # Every text bound to a read came from a caller that checked it, or from
@@ -112,7 +123,7 @@ class Reader:
             typed = TurnkeeperError(f"database error: {exc}", reason="internal", details=context)
         return typed
 
-    def rows(self, stmt: Executable, **context: Any) -> Sequence[AnyRow]:
+    def rows(self, stmt: Select[*_Ts], **context: object) -> Sequence[Row[*_Ts]]:
         with self.errors(**context):
             for attempt in range(2):
                 try:
@@ -125,7 +136,7 @@ class Reader:
                         raise
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def driver_rows(self, sql: str, params: tuple[Any, ...], **context: Any) -> list[Any]:
+    def driver_rows(self, sql: str, params: SqlParams, **context: object) -> list[AnyRow]:
         """Run one hot, fixed query on a pooled DBAPI connection directly.
 
         The turn path reads a stream's head and projection many times per turn; going
@@ -164,9 +175,9 @@ class Reader:
 
     def events(
         self, stream_id: str, after_seq: int, upto_seq: int | None = None, limit: int | None = None
-    ) -> Sequence[Any]:
+    ) -> list[AnyRow]:
         sql = _EVENTS_SQL + (" AND seq <= ?" if upto_seq is not None else "") + " ORDER BY seq"
-        params: tuple[Any, ...] = (stream_id, after_seq)
+        params: tuple[str | int, ...] = (stream_id, after_seq)
         if upto_seq is not None:
             params += (upto_seq,)
         if limit is not None:
@@ -176,28 +187,28 @@ class Reader:
 
     def events_head(self, stream_id: str) -> int:
         rows = self.driver_rows(_HEAD_SQL, (stream_id,), stream_id=stream_id)
-        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+        return as_int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
-    def projection(self, stream_id: str) -> Any | None:
+    def projection(self, stream_id: str) -> AnyRow | None:
         rows = self.driver_rows(
             _PROJECTION_SQL, (stream_id,), stream_id=stream_id, record="projection"
         )
         return rows[0] if rows else None
 
-    def projection_head(self, stream_id: str) -> Any | None:
+    def projection_head(self, stream_id: str) -> object:
         """The head a stream's projection row was written at (None: no row)."""
         rows = self.driver_rows(
             _PROJECTION_HEAD_SQL, (stream_id,), stream_id=stream_id, record="projection"
         )
         return rows[0][0] if rows else None
 
-    def projection_unindexed(self, stream_id: str) -> list[Any]:
+    def projection_unindexed(self, stream_id: str) -> list[AnyRow]:
         """The projection rows of ``stream_id`` found by scanning the table (a miss of
         :meth:`projection` is confirmed with this: the table is one row per stream)."""
         sql = self._scan(_PROJECTION_SCAN) + " WHERE stream_id = ?"
         return self.driver_rows(sql, (stream_id,), stream_id=stream_id, record="projection")
 
-    def all_projections(self) -> list[Any]:
+    def all_projections(self) -> list[AnyRow]:
         """Every projection row with its creation time and check, read from the table
         itself: ``(stream_id, kind, head_seq, schema_version, state, checksum,
         created_at, created_check)``."""
@@ -211,7 +222,7 @@ class Reader:
         )
         return self.rows(stmt, kind=kind, record="projection")
 
-    def created(self, stream_id: str) -> Any | None:
+    def created(self, stream_id: str) -> AnyRow | None:
         """``(created_at, created_check)`` of a stream's projection row."""
         rows = self.driver_rows(
             "SELECT created_at, created_check FROM projections WHERE stream_id = ?",
@@ -228,14 +239,15 @@ class Reader:
             row_key=self.dialect.row_key,
         )
 
-    def stream_ids(self, after: str | None, limit: int) -> list[str]:
-        """A page of projected stream ids in key order (keyset pagination)."""
+    def stream_ids(self, after: str | None, limit: int) -> list[object]:
+        """A page of projected stream ids in key order (keyset pagination); each a ``str``
+        unless its record is damaged."""
         stmt = select(projections.c.stream_id).order_by(projections.c.stream_id).limit(limit)
         if after is not None:
             stmt = stmt.where(projections.c.stream_id > after)
         return [r[0] for r in self.rows(stmt, record="projection")]
 
-    def orphan_stream_ids(self) -> list[str]:
+    def orphan_stream_ids(self) -> list[object]:
         """Streams with events but no projection row (foreign keys make this corruption)."""
         stmt = (
             select(events.c.stream_id)
@@ -245,23 +257,23 @@ class Reader:
         )
         return [r[0] for r in self.rows(stmt, record="event")]
 
-    def lookup(self, entity_id: str) -> Any | None:
+    def lookup(self, entity_id: str) -> AnyRow | None:
         """``(stream_id, entity_kind, checksum)`` of ``entity_id``, through its index."""
         rows = self.driver_rows(_LOOKUP_SQL, (entity_id,), entity_id=entity_id, record="index")
         return rows[0] if rows else None
 
-    def lookup_unindexed(self, entity_id: str) -> list[Any]:
+    def lookup_unindexed(self, entity_id: str) -> list[AnyRow]:
         """``(entity_id, stream_id, entity_kind, checksum)`` rows found by scanning."""
         sql = self._scan(_LOOKUP_SCAN)
         return self.driver_rows(sql, (entity_id,), entity_id=entity_id, record="index")
 
-    def lookup_prefix(self, prefix: str) -> list[Any]:
+    def lookup_prefix(self, prefix: str) -> list[AnyRow]:
         """``(entity_id, stream_id, entity_kind, checksum)`` of every id starting with
         ``prefix``, found by scanning."""
         sql = self._scan(_PREFIX_SCAN)
         return self.driver_rows(sql, (len(prefix), prefix), prefix=prefix, record="index")
 
-    def index_page(self, after_rowid: Any, limit: int) -> list[Any]:
+    def index_page(self, after_rowid: RowKey, limit: int) -> list[AnyRow]:
         """A page of entity index rows in table order: ``(row key, entity_id, stream_id,
         entity_kind, checksum)``; the row key is the dialect's ``row_key``, and the
         first page starts after its ``first_row_key``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Generic, TypeVar, cast
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.store._checksum import (
@@ -13,9 +13,45 @@ from turnkeeper.store._checksum import (
     index_checksum,
     projection_checksum,
 )
+from turnkeeper.store._reads import AnyRow
 from turnkeeper.store.records import EventRecord, Projection
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# The rows as the schema declares them, once their column types were checked.
+# (stream_id, seq, type, schema_version, payload, recorded_at, checksum): also the row
+# the append path inserts.
+EventColumns = tuple[str, int, str, int, str, int, str]
+# (stream_id, kind, head_seq, schema_version, state, checksum)
+ProjectionColumns = tuple[str, str, int, int, str, str]
+# (entity_id, stream_id, entity_kind, checksum)
+IndexColumns = tuple[str, str, str, str]
+# (created_at, created_check)
+CreatedColumns = tuple[int, str]
+_Row = TypeVar("_Row", bound=AnyRow)
+
+
+class _Columns(Generic[_Row]):
+    """The column types of a row, checked when it is read: a damaged record header can
+    make SQLite hand back a column as another type."""
+
+    def __init__(self, *types: type) -> None:
+        self.types = types
+
+    def check(self, row: AnyRow) -> _Row:
+        """``row``, typed; ``TypeError`` naming the first column of another type."""
+        for value, kind in zip(row, self.types, strict=True):
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise TypeError(f"{value!r:.40} is not {kind.__name__}")
+        return cast(_Row, row)  # each column was checked against _Row's types just now
+
+
+# A projection's and an index row's checksums cover the columns before the checksum, in
+# row order; an event's puts recorded_at before payload (_event_checksum).
+_EVENT: _Columns[EventColumns] = _Columns(str, int, str, int, str, int, str)
+_PROJECTION: _Columns[ProjectionColumns] = _Columns(str, str, int, int, str, str)
+_INDEX: _Columns[IndexColumns] = _Columns(str, str, str, str)
+_CREATED: _Columns[CreatedColumns] = _Columns(int, str)
 
 
 def to_micros(moment: datetime) -> int:
@@ -26,15 +62,11 @@ def from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
 
 
-def event_from_row(row: Any) -> EventRecord:
+def event_from_row(row: AnyRow) -> EventRecord:
     """``row`` = (stream_id, seq, type, schema_version, payload, recorded_at, checksum)."""
-    stream_id, seq, type_, schema_version, payload, recorded_at, checksum = row
-    computed = _recomputed(
-        row,
-        (str, int, str, int, str, int, str),
-        lambda: event_checksum(stream_id, seq, type_, schema_version, recorded_at, payload),
-    )
-    if computed != checksum:
+    stream_id, seq, _, _, _, _, checksum = row
+    event, computed = _checked(row, _EVENT, _event_checksum)
+    if event is None or computed != checksum:
         raise DataLoss(
             f"event {stream_id!r} seq {seq} failed its checksum",
             reason="checksum_mismatch",
@@ -48,25 +80,26 @@ def event_from_row(row: Any) -> EventRecord:
         )
     # Validation is redundant once the checksum matched what append validated.
     return EventRecord.model_construct(
-        stream_id=stream_id,
-        seq=seq,
-        type=type_,
-        schema_version=schema_version,
-        payload=payload,
-        recorded_at=from_micros(recorded_at),
-        checksum=checksum,
+        stream_id=event[0],
+        seq=event[1],
+        type=event[2],
+        schema_version=event[3],
+        payload=event[4],
+        recorded_at=from_micros(event[5]),
+        checksum=event[6],
     )
 
 
-def projection_from_row(row: Any) -> Projection:
+def _event_checksum(event: EventColumns) -> str:
+    stream_id, seq, type_, schema_version, payload, recorded_at, _ = event
+    return event_checksum(stream_id, seq, type_, schema_version, recorded_at, payload)
+
+
+def projection_from_row(row: AnyRow) -> Projection:
     """``row`` = (stream_id, kind, head_seq, schema_version, state, checksum)."""
-    stream_id, kind, head_seq, schema_version, state, checksum = row
-    computed = _recomputed(
-        row,
-        (str, str, int, int, str, str),
-        lambda: projection_checksum(stream_id, kind, head_seq, schema_version, state),
-    )
-    if computed != checksum:
+    stream_id, _, head_seq, _, _, checksum = row
+    projection, computed = _checked(row, _PROJECTION, lambda p: projection_checksum(*p[:5]))
+    if projection is None or computed != checksum:
         raise DataLoss(
             f"projection of stream {stream_id!r} (head seq {head_seq}) failed its checksum",
             reason="checksum_mismatch",
@@ -79,40 +112,34 @@ def projection_from_row(row: Any) -> Projection:
             },
         )
     return Projection.model_construct(
-        stream_id=stream_id,
-        kind=kind,
-        head_seq=head_seq,
-        schema_version=schema_version,
-        state=state,
-        checksum=checksum,
+        stream_id=projection[0],
+        kind=projection[1],
+        head_seq=projection[2],
+        schema_version=projection[3],
+        state=projection[4],
+        checksum=projection[5],
     )
 
 
-def _recomputed(row: Any, types: tuple[type, ...], checksum: Callable[[], str]) -> str:
-    """The checksum ``row`` should carry, or a mark that can never equal one when a
-    column came back with the wrong type (``TypeError``) or as text that cannot be
-    encoded (``UnicodeError``, a ``ValueError``): the caller then raises DATA_LOSS."""
+def _checked(
+    row: AnyRow, columns: _Columns[_Row], checksum: Callable[[_Row], str]
+) -> tuple[_Row | None, str]:
+    """``row`` typed, and the checksum it should carry; or None, and a mark that can
+    never equal a checksum, when a column came back with the wrong type (``TypeError``)
+    or as text that cannot be encoded (``UnicodeError``, a ``ValueError``): the caller
+    then raises DATA_LOSS."""
     try:
-        _types(row, types)
-        return checksum()
+        typed = columns.check(row)
+        return typed, checksum(typed)
     except (TypeError, ValueError) as exc:
-        return f"<unreadable: {exc}>"
+        return None, f"<unreadable: {exc}>"
 
 
-def _types(row: Any, types: tuple[type, ...]) -> None:
-    """A damaged record header can make SQLite hand back a column as another type."""
-    for value, kind in zip(row, types, strict=True):
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise TypeError(f"{value!r:.40} is not {kind.__name__}")
-
-
-def index_from_row(entity_id: str, row: Any) -> tuple[str, str]:
+def index_from_row(entity_id: object, row: AnyRow) -> tuple[str, str]:
     """``row`` = (stream_id, entity_kind, checksum) of ``entity_id``: who owns it."""
-    stream_id, entity_kind, checksum = row
-    computed = _recomputed(
-        row, (str, str, str), lambda: index_checksum(entity_id, stream_id, entity_kind)
-    )
-    if computed != checksum:
+    stream_id, _, checksum = row
+    entry, computed = _checked((entity_id, *row), _INDEX, lambda e: index_checksum(*e[:3]))
+    if entry is None or computed != checksum:
         raise DataLoss(
             f"the entity index row of {entity_id!r} failed its checksum (run `turnkeeper verify`)",
             reason="checksum_mismatch",
@@ -124,24 +151,24 @@ def index_from_row(entity_id: str, row: Any) -> tuple[str, str]:
                 "computed_checksum": computed,
             },
         )
-    return stream_id, entity_kind
+    return entry[1], entry[2]
 
 
-def check_created(stream_id: str, created_at: Any, created_check: Any) -> int:
+def check_created(stream_id: str, created_at: object, created_check: object) -> int:
     """A projection row's creation time (its place in a listing), checked."""
-    computed = _recomputed(
-        (created_at, created_check), (int, str), lambda: created_checksum(stream_id, created_at)
+    created, computed = _checked(
+        (created_at, created_check), _CREATED, lambda c: created_checksum(stream_id, c[0])
     )
-    if computed != created_check:
+    if created is None or computed != created_check:
         raise DataLoss(
             f"the creation time of stream {stream_id!r} failed its checksum",
             reason="checksum_mismatch",
             details={"stream_id": stream_id, "record": "projection", "field": "created_at"},
         )
-    return int(created_at)
+    return created[0]
 
 
-def row_seq(stream_id: str, row: Any) -> int:
+def row_seq(stream_id: str, row: AnyRow) -> int:
     """The sequence number of an event row; ``DATA_LOSS`` when it is not an integer."""
     seq = row[1]
     if not isinstance(seq, int) or isinstance(seq, bool):

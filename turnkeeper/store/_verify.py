@@ -28,6 +28,7 @@ from turnkeeper.store._rows import (
     event_from_row,
     projection_from_row,
     row_seq,
+    to_micros,
 )
 from turnkeeper.store._verify_index import ALL_STREAMS, IndexCheck, structure_problems
 from turnkeeper.store.records import (
@@ -35,6 +36,7 @@ from turnkeeper.store.records import (
     IndexEntry,
     Mismatch,
     MismatchKind,
+    Projection,
     ProjectionFolder,
     RepairReport,
     VerifyReport,
@@ -110,7 +112,7 @@ class StreamView(Sequence[EventRecord]):
             self._record(self._seq(row), exc.message)
             raise _ViewAbort(exc.message, reason=exc.reason, details=exc.details) from exc
         if record.seq == 1:
-            self.first_recorded_at = int(row[5])
+            self.first_recorded_at = to_micros(record.recorded_at)  # the row's recorded_at
         return record
 
     def _gap(self, first_missing: int, next_present: int) -> None:
@@ -214,11 +216,10 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
         out.mismatches.extend(view.problems.values())
         return out
     kind = str(out.row[1])
-    projection_ok = True
+    stored: Projection | None = None
     try:
-        projection_from_row(out.row)
+        stored = projection_from_row(out.row)
     except DataLoss as exc:
-        projection_ok = False
         out.add(MismatchKind.PROJECTION, exc.message, _int_or_none(out.row[2]), damaged=True)
     try:
         out.schema_version = folder.projection_schema_version(kind)
@@ -238,9 +239,9 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
         out.repairable = False  # the fold is not trustworthy: events are the authority
         out.index = None
         return out
-    if not projection_ok:
+    if stored is None:
         return out  # its fields cannot be trusted; rebuilding it is the whole answer
-    stored_head, stored_version = int(out.row[2]), int(out.row[3])
+    stored_head, stored_version = stored.head_seq, stored.schema_version
     if stored_head != out.head:
         out.add(
             MismatchKind.FRESHNESS,
@@ -256,7 +257,7 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
             f"{out.schema_version}" + (" (database newer than code)" if newer else ""),
             stored_head,
         )
-    elif stored_head == out.head and not folder.same_state(kind, str(out.row[4]), out.state):
+    elif stored_head == out.head and not folder.same_state(kind, stored.state, out.state):
         out.add(
             MismatchKind.PROJECTION,
             "projection state differs from the fold of its events",

@@ -19,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from hashlib import blake2b
+from typing import TypeGuard
 
 from turnkeeper.errors import DataLoss
+from turnkeeper.store._dialect import RowKey
 from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import index_from_row
 from turnkeeper.store.records import IndexEntry, Mismatch, MismatchKind
@@ -123,14 +125,14 @@ class IndexCheck:
         after = reader.dialect.first_row_key
         while True:
             page = reader.index_page(after, _PAGE)
-            for _rowid, entity_id, stream_id, kind, checksum in page:
+            for _rowid, entity_id, owner_id, owner_kind, checksum in page:
                 try:
                     if not isinstance(entity_id, str):
                         raise DataLoss(f"an entity index row's id is {entity_id!r:.40}")
-                    index_from_row(entity_id, (stream_id, kind, checksum))
+                    stream_id, kind = index_from_row(entity_id, (owner_id, owner_kind, checksum))
                 except DataLoss as exc:
                     if len(damaged) < _NAMED:
-                        owner = stream_id if isinstance(stream_id, str) else ALL_STREAMS
+                        owner = owner_id if isinstance(owner_id, str) else ALL_STREAMS
                         damaged.append(
                             Mismatch(
                                 stream_id=owner,
@@ -145,6 +147,17 @@ class IndexCheck:
                 return found, damaged
             # Pages are read by rowid ascending: each one must start past the last, or
             # a damaged rowid order would have the scan read the same page forever.
-            if not page[-1][0] > after:
+            last = page[-1][0]
+            if not _rises(last, after):
                 raise DataLoss("the entity index's row order is damaged (row keys do not rise)")
-            after = page[-1][0]
+            after = last
+
+
+def _rises(key: object, after: RowKey) -> TypeGuard[RowKey]:
+    """Whether a page's last row key is past the one the page was read after (keys of
+    one dialect are of one type: a rowid, or an entity id)."""
+    if isinstance(key, int) and isinstance(after, int):
+        return key > after
+    if isinstance(key, str) and isinstance(after, str):
+        return key > after
+    raise TypeError(f"row keys {key!r:.40} and {after!r:.40} do not compare")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import suppress
-from typing import Any
 
 import psycopg
 
@@ -40,7 +39,8 @@ class PostgresWakeups:
             except psycopg.Error:
                 # Counted, not raised: the work is committed already, and waiters poll.
                 self.failures += 1
-                self._notifier = _closed(self._notifier)
+                _close(self._notifier)
+                self._notifier = None
 
     def wait(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + max(0.0, timeout_s)
@@ -52,19 +52,21 @@ class PostgresWakeups:
             return any(True for _ in self._listener.notifies(timeout=left, stop_after=1))
         except psycopg.Error:
             self.failures += 1
-            self._listener = _closed(self._listener)
+            _close(self._listener)
+            self._listener = None
             time.sleep(max(0.0, deadline - time.monotonic()))  # poll instead
             return False
 
     def close(self) -> None:
         with self._lock:
-            self._notifier = _closed(self._notifier)
-        self._listener = _closed(self._listener)
+            _close(self._notifier)
+            self._notifier = None
+        _close(self._listener)
+        self._listener = None
 
 
-def _closed(conn: psycopg.Connection[tuple[object, ...]] | None) -> Any:
-    """Close ``conn`` if open; None, to keep in its place."""
+def _close(conn: psycopg.Connection[tuple[object, ...]] | None) -> None:
+    """Close ``conn``, if there is one (the caller then forgets it)."""
     if conn is not None:
         with suppress(psycopg.Error):  # the server may have dropped it already
             conn.close()
-    return None

@@ -25,7 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
+
+from sqlalchemy import PoolProxiedConnection
 
 from turnkeeper.errors import (
     AlreadyExists,
@@ -35,8 +36,10 @@ from turnkeeper.errors import (
     StreamConflict,
     TurnkeeperError,
 )
-from turnkeeper.store._dialect import DBAPICursor, Dialect
-from turnkeeper.store._rows import index_from_row
+from turnkeeper.json_types import JsonDict
+from turnkeeper.store._dialect import DBAPICursor, Dialect, SqlParams
+from turnkeeper.store._reads import as_int
+from turnkeeper.store._rows import EventColumns, index_from_row
 
 _allocate_lock = _thread.allocate_lock
 
@@ -71,8 +74,9 @@ class StreamWrite:
     kind: str
     expected_seq: int
     new_head: int
-    projection: tuple[Any, ...]  # (schema_version, state, checksum, created_at, created_check)
-    events: list[tuple[Any, ...]]  # rows for _INSERT_EVENT
+    # (schema_version, state, checksum, created_at, created_check)
+    projection: tuple[int, str, str, int, str]
+    events: list[EventColumns]  # rows for _INSERT_EVENT
     index: list[tuple[str, str, str, str]]  # rows for _INSERT_INDEX
 
 
@@ -98,12 +102,12 @@ class _RequestFailedError(Exception):
 class GroupCommitWriter:
     """Serializes appends onto one DBAPI connection, sharing commits between threads."""
 
-    def __init__(self, connect: Callable[[], Any], dialect: Dialect) -> None:
+    def __init__(self, connect: Callable[[], PoolProxiedConnection], dialect: Dialect) -> None:
         """``connect`` returns a pooled connection (SQLAlchemy's proxy) for the writer
         to own: called now, and again after the database dropped the last one."""
         self._connect = connect
         self._dialect = dialect
-        self._proxy: Any = None
+        self._proxy: PoolProxiedConnection | None = None
         self._cur: DBAPICursor = self._open()
         q = dialect.sql
         self._sql = {
@@ -181,8 +185,9 @@ class GroupCommitWriter:
         self._close_connection()
 
     def _open(self) -> DBAPICursor:
-        self._proxy = self._connect()
-        cur: DBAPICursor = self._proxy.driver_connection.cursor()
+        self._proxy = proxy = self._connect()
+        # The driver's own connection (sqlite3's, psycopg's): SQLAlchemy leaves it untyped.
+        cur: DBAPICursor = proxy.driver_connection.cursor()  # type: ignore[union-attr]
         self._dialect.prepare_writer(cur)
         self._durable = True  # a new connection commits durably until told otherwise
         return cur
@@ -271,7 +276,7 @@ class GroupCommitWriter:
         collision -- returns False and the caller redoes the batch on the safe path.
         """
         cur = self._cur
-        rows: list[tuple[Any, ...]] = []
+        rows: list[EventColumns] = []
         index: list[tuple[str, str, str, str]] = []
         pending = self._pending
         try:
@@ -302,7 +307,7 @@ class GroupCommitWriter:
             return bool(cur.rowcount == len(index))
         return True
 
-    def _insert(self, statement: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    def _insert(self, statement: str, rows: Sequence[SqlParams]) -> None:
         """Insert ``rows``; ``rowcount`` is then how many went in. One row goes as one
         statement: a batch costs PostgreSQL an extra pipeline exchange."""
         if len(rows) == 1:
@@ -418,8 +423,8 @@ class GroupCommitWriter:
         cur = self._cur
         cur.execute(self._sql["proj_head"], (part.stream_id,))
         row = cur.fetchone()
-        details: dict[str, Any] = {"stream_id": part.stream_id, "expected_seq": part.expected_seq}
-        if row is not None and int(row[0]) == part.expected_seq and row[1] != part.kind:
+        details: JsonDict = {"stream_id": part.stream_id, "expected_seq": part.expected_seq}
+        if row is not None and as_int(row[0]) == part.expected_seq and row[1] != part.kind:
             return InvalidArgument(
                 f"stream {part.stream_id!r} is a {row[1]!r} stream, not {part.kind!r}",
                 reason="stream_kind_mismatch",
@@ -429,28 +434,28 @@ class GroupCommitWriter:
         if head is None:
             cur.execute(self._sql["events_head"], (part.stream_id,))
             found = cur.fetchone()
-            head = int(found[0]) if found and found[0] is not None else 0
-            if row is not None and int(row[0]) != head:
+            head = as_int(found[0]) if found and found[0] is not None else 0
+            if row is not None and as_int(row[0]) != head:
                 # Under PostgreSQL's READ COMMITTED each statement sees the latest commit:
                 # another writer's append between the two reads moves the events ahead of
                 # the projection read first. If the projection moved too, that is what
                 # happened — a conflict, not damage (an append always moves both).
                 cur.execute(self._sql["proj_head"], (part.stream_id,))
                 again = cur.fetchone()
-                if again is None or int(again[0]) != int(row[0]):
+                if again is None or as_int(again[0]) != as_int(row[0]):
                     return StreamConflict(
                         f"stream {part.stream_id!r}: expected head {part.expected_seq}, "
                         f"another writer appended meanwhile",
                         reason="stream_conflict",
                         details={**details, "actual_seq": head},
                     )
-        if row is not None and int(row[0]) != head:
+        if row is not None and as_int(row[0]) != head:
             # Only damage or tampering separates the two; appending would fork the stream.
             return FailedPrecondition(
                 f"stream {part.stream_id!r}: projection head {row[0]} but events run to {head}; "
                 "run repair",
                 reason="projection_stale",
-                details={**details, "seq": head, "projection_head_seq": int(row[0])},
+                details={**details, "seq": head, "projection_head_seq": as_int(row[0])},
             )
         return StreamConflict(
             f"stream {part.stream_id!r}: expected head {part.expected_seq}, actual {head}",

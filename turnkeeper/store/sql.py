@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
 from turnkeeper.store import _verify
@@ -33,6 +32,7 @@ from turnkeeper.store._guards import (
 from turnkeeper.store._migrate import ensure_schema
 from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import (
+    EventColumns,
     check_contiguous,
     event_from_row,
     index_from_row,
@@ -209,13 +209,14 @@ class SqlEventStore(EventStore):
         _check_id("entity_kind", entity_kind)
         if not prefix:
             raise InvalidArgument("an id prefix must not be empty", reason="empty_id")
-        found = []
+        found: list[str] = []
         for row in self._reader.lookup_prefix(prefix):
+            entity_id = row[0]
             # Checked before the kind is compared: a damaged row is DATA_LOSS, never a
             # silently shorter list that would make another id look unique.
-            _, kind = index_from_row(row[0], row[1:])
-            if kind == entity_kind:
-                found.append(row[0])
+            _, kind = index_from_row(entity_id, row[1:])
+            if kind == entity_kind and isinstance(entity_id, str):  # it is: checked above
+                found.append(entity_id)
         return sorted(found)
 
     # -- integrity ---------------------------------------------------------------------
@@ -311,7 +312,7 @@ def _prepare(
             reason="no_events",
             details={"stream_id": stream_id},
         )
-    rows: list[tuple[Any, ...]] = []
+    rows: list[EventColumns] = []
     seq = expected_seq
     try:
         for ev in events:
