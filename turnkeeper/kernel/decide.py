@@ -19,12 +19,11 @@ current state is ``FailedPrecondition``; contention on a claim is ``Aborted``
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from turnkeeper.errors import AlreadyExists, FailedPrecondition, NotFound
 from turnkeeper.kernel import _goal_rules, _todo_rules, _watch_rules
+from turnkeeper.kernel._dispatch import TableRule, rule
 from turnkeeper.kernel._guards import require_utc
 from turnkeeper.kernel.events import GoalEvent
 from turnkeeper.kernel.evolve import evolve_goal
@@ -57,8 +56,6 @@ from turnkeeper.kernel.proposals import (
 )
 from turnkeeper.kernel.replan import pending_triggers, raise_obligations, report_no_progress
 
-_Rule = Callable[[GoalState, Any, datetime], list[GoalEvent]]
-
 
 def _reassess(state: GoalState, p: Reassess, now: datetime) -> list[GoalEvent]:
     # Nothing of its own: the time-based triggers are checked after every rule.
@@ -67,30 +64,32 @@ def _reassess(state: GoalState, p: Reassess, now: datetime) -> list[GoalEvent]:
 
 # One rule per proposal kind on an existing goal. ``CreateGoal`` is handled apart
 # because it is the only proposal that needs no state.
-_RULES: dict[type[Any], _Rule] = {
-    UpdateAcceptance: _goal_rules.update_acceptance,
-    SatisfyCriterion: _goal_rules.satisfy_criterion,
-    RecordVisionCheckpoint: _goal_rules.record_vision_checkpoint,
-    RecordNoFollowUp: _goal_rules.record_no_follow_up,
-    Note: _goal_rules.note,
-    CloseGoal: _goal_rules.close_goal,
-    Reassess: _reassess,
-    ReportNoProgress: report_no_progress,
-    AddTodo: _todo_rules.add_todo,
-    ClaimTodo: _todo_rules.claim_todo,
-    RenewClaim: _todo_rules.renew_claim,
-    ReleaseClaim: _todo_rules.release_claim,
-    CompleteTodo: _todo_rules.complete_todo,
-    SupersedeTodo: _todo_rules.supersede_todo,
-    BlockTodo: _todo_rules.block_todo,
-    UnblockTodo: _todo_rules.unblock_todo,
-    OpenGate: _watch_rules.open_gate,
-    ResolveGate: _watch_rules.resolve_gate,
-    AddMonitor: _watch_rules.add_monitor,
-    RecordReadback: _watch_rules.record_readback,
-    RetireMonitor: _watch_rules.retire_monitor,
-    RecordEvidence: _watch_rules.record_evidence,
-}
+_RULES: dict[type[object], TableRule[GoalState, GoalEvent]] = dict(
+    [
+        rule(UpdateAcceptance, _goal_rules.update_acceptance),
+        rule(SatisfyCriterion, _goal_rules.satisfy_criterion),
+        rule(RecordVisionCheckpoint, _goal_rules.record_vision_checkpoint),
+        rule(RecordNoFollowUp, _goal_rules.record_no_follow_up),
+        rule(Note, _goal_rules.note),
+        rule(CloseGoal, _goal_rules.close_goal),
+        rule(Reassess, _reassess),
+        rule(ReportNoProgress, report_no_progress),
+        rule(AddTodo, _todo_rules.add_todo),
+        rule(ClaimTodo, _todo_rules.claim_todo),
+        rule(RenewClaim, _todo_rules.renew_claim),
+        rule(ReleaseClaim, _todo_rules.release_claim),
+        rule(CompleteTodo, _todo_rules.complete_todo),
+        rule(SupersedeTodo, _todo_rules.supersede_todo),
+        rule(BlockTodo, _todo_rules.block_todo),
+        rule(UnblockTodo, _todo_rules.unblock_todo),
+        rule(OpenGate, _watch_rules.open_gate),
+        rule(ResolveGate, _watch_rules.resolve_gate),
+        rule(AddMonitor, _watch_rules.add_monitor),
+        rule(RecordReadback, _watch_rules.record_readback),
+        rule(RetireMonitor, _watch_rules.retire_monitor),
+        rule(RecordEvidence, _watch_rules.record_evidence),
+    ]
+)
 
 
 def decide_goal(state: GoalState | None, proposal: GoalProposal, now: datetime) -> list[GoalEvent]:

@@ -6,11 +6,10 @@ session, then lease fencing, then the command's own rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from turnkeeper.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
+from turnkeeper.kernel._dispatch import TableRule, rule
 from turnkeeper.kernel.session import _turns, operations
 from turnkeeper.kernel.session import commands as cmd
 from turnkeeper.kernel.session import events as ev
@@ -170,31 +169,31 @@ def _unbound(
     ]
 
 
-_Handler = Callable[[SessionState, Any, datetime], list[SessionEvent]]
-
-_FENCED: dict[type[Any], _Handler] = {
-    cmd.RenewLease: _renew,
-    cmd.ReleaseLease: _release,
-    cmd.AcceptTurn: _turns.accept_turn,
-    cmd.RecordHostStarted: _turns.host_started,
-    cmd.RecordHostEvents: _turns.host_events,
-    cmd.RecordReceipt: _turns.receipt,
-    cmd.RecordWriteBack: _turns.write_back,
-    cmd.RecordEffectIntended: _turns.effect_intended,
-    cmd.RecordEffectResolved: _turns.effect_resolved,
-    cmd.RecordEffectRejected: _turns.effect_rejected,
-    cmd.RecordEffects: _turns.effects,
-    cmd.CompleteTurn: _turns.complete,
-    cmd.RecordTurnLost: _turns.lost,
-    cmd.ResolveHostRecovery: _resolve,
-    cmd.AbandonTurn: _turns.abandon,
-    cmd.RecordRecoveryReport: _report,
-    cmd.SetStatus: _set_status,
-    cmd.ReportUnboundTurn: _unbound,
-    cmd.BeginOperation: operations.begin,
-    cmd.RecordOperationStep: operations.record_step,
-    cmd.FinishOperation: operations.finish,
-}
+_FENCED: dict[type[object], TableRule[SessionState, SessionEvent]] = dict(
+    [
+        rule(cmd.RenewLease, _renew),
+        rule(cmd.ReleaseLease, _release),
+        rule(cmd.AcceptTurn, _turns.accept_turn),
+        rule(cmd.RecordHostStarted, _turns.host_started),
+        rule(cmd.RecordHostEvents, _turns.host_events),
+        rule(cmd.RecordReceipt, _turns.receipt),
+        rule(cmd.RecordWriteBack, _turns.write_back),
+        rule(cmd.RecordEffectIntended, _turns.effect_intended),
+        rule(cmd.RecordEffectResolved, _turns.effect_resolved),
+        rule(cmd.RecordEffectRejected, _turns.effect_rejected),
+        rule(cmd.RecordEffects, _turns.effects),
+        rule(cmd.CompleteTurn, _turns.complete),
+        rule(cmd.RecordTurnLost, _turns.lost),
+        rule(cmd.ResolveHostRecovery, _resolve),
+        rule(cmd.AbandonTurn, _turns.abandon),
+        rule(cmd.RecordRecoveryReport, _report),
+        rule(cmd.SetStatus, _set_status),
+        rule(cmd.ReportUnboundTurn, _unbound),
+        rule(cmd.BeginOperation, operations.begin),
+        rule(cmd.RecordOperationStep, operations.record_step),
+        rule(cmd.FinishOperation, operations.finish),
+    ]
+)
 
 
 def decide_session(
