@@ -8,11 +8,11 @@ cannot leave ``--help`` saying something else.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import typer.main
 
+from tests.usage.project import turnkeeper_executable
 from turnkeeper.cli.lazy_group import LazyGroup
 from turnkeeper.cli.main import Commands, app
 
@@ -58,7 +58,7 @@ def test_a_command_loads_only_when_asked_for() -> None:
 
 def _turnkeeper(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "turnkeeper.cli.main", *args],
+        [*turnkeeper_executable(), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -85,5 +85,5 @@ def test_a_typo_is_refused_with_the_name_it_resembles(tmp_path: Path) -> None:
 def test_a_subcommand_runs_through_its_own_group(tmp_path: Path) -> None:
     done = _turnkeeper("goal", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "Usage: python -m turnkeeper.cli.main goal" in done.stdout
+    assert " goal [OPTIONS] COMMAND [ARGS]..." in done.stdout
     assert "add" in done.stdout and "list" in done.stdout

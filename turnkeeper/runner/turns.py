@@ -89,6 +89,8 @@ class Spawner:
         return future.result()
 
     def _run(self) -> None:
+        # Unbounded on purpose: the one spawner thread blocks on its queue between jobs
+        # and lives as long as the runner process (a daemon thread, ended with it).
         while True:
             self._queue.get()()
 
