@@ -1,4 +1,10 @@
-"""A run of many short turns outlasts its lease only if the control loop renews it."""
+"""A run of many short turns outlasts its lease only if the control loop renews it.
+
+These two run on the real clock on purpose: a lease expires by the store's wall time,
+and what they check is the whole control loop as ``run`` drives it, across real
+leases. The keeper's own timing (once a period, never after, refusals, idling out) is
+tested on an injected clock, without sleeping, in ``test_lease_keeper.py``.
+"""
 
 from __future__ import annotations
 
