@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
@@ -14,7 +15,7 @@ MAX_OUTPUT_BYTES = 4_096  # what a provider keeps of a response or a command's s
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-def validate_config(model: type[ModelT], kind: str, config: dict[str, Any]) -> ModelT:
+def validate_config(model: type[ModelT], kind: str, config: Mapping[str, object]) -> ModelT:
     try:
         return model.model_validate(config)
     except ValidationError as exc:

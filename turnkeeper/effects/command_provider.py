@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from typing import Any
+from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from turnkeeper.effects._util import decode_output, substitute, validate_config
 from turnkeeper.effects.base import ApplyResult, Readback, Request
@@ -44,7 +44,7 @@ class CommandProviderConfig(BaseModel):
 class CommandProvider:
     kind = "command"
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self.config = validate_config(CommandProviderConfig, self.kind, dict(config or {}))
         for command in (self.config.apply, self.config.readback):
             if not command:
@@ -68,7 +68,7 @@ class CommandProvider:
             return Readback.not_applied("exit 1")
         return Readback.unknown(f"exit {code}")
 
-    def _run(self, command: Command, key: str, request: Request) -> tuple[int, Any] | str:
+    def _run(self, command: Command, key: str, request: Request) -> tuple[int, JsonValue] | str:
         """(exit code, decoded stdout), or why the command gave no exit code."""
         payload = json.dumps(dict(request))
         env = {

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
@@ -35,6 +35,7 @@ from turnkeeper.errors import InvalidArgument
 
 EFFECTS_CONFIG_KEY = "effects"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+V = TypeVar("V")
 
 
 class ProviderSpec(BaseModel):
@@ -69,12 +70,12 @@ class EffectsConfig(BaseModel):
         return ProviderSpec(kind=kind, config={k: v for k, v in raw.items() if k != "kind"})
 
 
-def split_host_config(host_config: Mapping[str, Any]) -> dict[str, Any]:
+def split_host_config(host_config: Mapping[str, V]) -> dict[str, V]:
     """The host's part of a session's host config: everything but ``"effects"``."""
     return {k: v for k, v in host_config.items() if k != EFFECTS_CONFIG_KEY}
 
 
-def effects_config(host_config: Mapping[str, Any]) -> EffectsConfig:
+def effects_config(host_config: Mapping[str, object]) -> EffectsConfig:
     """The session's effects section; ``InvalidArgument`` when it is malformed."""
     raw = host_config.get(EFFECTS_CONFIG_KEY, {})
     try:

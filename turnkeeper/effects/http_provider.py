@@ -28,7 +28,8 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -61,7 +62,7 @@ class HttpProviderConfig(BaseModel):
 class HttpProvider:
     kind = "http"
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self.config = validate_config(HttpProviderConfig, self.kind, dict(config or {}))
 
     def validate_request(self, request: Request) -> None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
-from typing import Any
 
 from turnkeeper.effects.base import EffectProvider
 from turnkeeper.errors import InvalidArgument, NotFound
+from turnkeeper.json_types import JsonDict
 
 ENTRY_POINT_GROUP = "turnkeeper.effects"
 
@@ -29,11 +29,14 @@ BUILTINS = {
     "command": "turnkeeper.effects.command_provider:CommandProvider",
 }
 
-ProviderLoader = Callable[[str, dict[str, Any]], EffectProvider]
+ProviderLoader = Callable[[str, JsonDict], EffectProvider]
+# What an entry point names: called with the provider's config, it should make a
+# provider; what it made is checked (``object`` until then: a plugin may get it wrong).
+ProviderFactory = Callable[[dict[str, object]], object]
 
 
-def _factories() -> dict[str, Callable[[], Any]]:
-    found: dict[str, Callable[[], Any]] = {
+def _factories() -> dict[str, Callable[[], ProviderFactory]]:
+    found: dict[str, Callable[[], ProviderFactory]] = {
         name: functools.partial(_load_path, target) for name, target in BUILTINS.items()
     }
     for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -41,16 +44,17 @@ def _factories() -> dict[str, Callable[[], Any]]:
     return found
 
 
-def _load_path(target: str) -> Any:
+def _load_path(target: str) -> ProviderFactory:
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    factory: ProviderFactory = getattr(importlib.import_module(module), attr)
+    return factory
 
 
 def available_provider_kinds() -> list[str]:
     return sorted(_factories())
 
 
-def load_provider(kind: str, config: dict[str, Any] | None = None) -> EffectProvider:
+def load_provider(kind: str, config: Mapping[str, object] | None = None) -> EffectProvider:
     """Instantiate the provider registered as ``kind`` with ``config``.
 
     ``NotFound`` (listing the known kinds) for an unknown kind; ``InvalidArgument``

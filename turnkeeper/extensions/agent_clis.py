@@ -19,7 +19,6 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.extensions.catalog import one_line
@@ -33,6 +32,7 @@ from turnkeeper.hosts.agent_cli import (
 )
 from turnkeeper.hosts.claude import ClaudeHostConfig, config_dir
 from turnkeeper.hosts.codex import CodexHostConfig, codex_home
+from turnkeeper.json_types import JsonDict, JsonValue
 
 VERSION_TIMEOUT_SECONDS = 5.0
 _VERSION = re.compile(r"\b(\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)\b")
@@ -51,8 +51,8 @@ class AgentCli:
     key_variables: tuple[str, ...]
     login_hint: str
     # Other places a usable credential may be, as descriptions (empty: none found);
-    # called with a config of ``config_model``.
-    other_credentials: Callable[[Any], list[str]]
+    # called with a config of ``config_model`` (each function narrows to its own).
+    other_credentials: Callable[[AgentCliConfig], list[str]]
     # Extra environment for ``--version`` (e.g. no self-update while it runs).
     version_env: tuple[tuple[str, str], ...] = ()
 
@@ -73,7 +73,8 @@ def _env_value(cfg: AgentCliConfig, name: str) -> tuple[str, str] | None:
     return None
 
 
-def _codex_credentials(cfg: CodexHostConfig) -> list[str]:
+def _codex_credentials(cfg: AgentCliConfig) -> list[str]:
+    assert isinstance(cfg, CodexHostConfig)  # validated with CODEX.config_model
     home = codex_home(cfg)
     found: list[str] = []
     auth = home / "auth.json"  # written by `codex login`
@@ -110,7 +111,8 @@ def _codex_provider_key(cfg: CodexHostConfig, home: Path) -> str | None:
     return f"{env_key} is set in {where[1]} (model provider {provider!r} in config.toml)"
 
 
-def _claude_credentials(cfg: ClaudeHostConfig) -> list[str]:
+def _claude_credentials(cfg: AgentCliConfig) -> list[str]:
+    assert isinstance(cfg, ClaudeHostConfig)  # validated with CLAUDE.config_model
     found: list[str] = []
     home = config_dir(cfg)
     credentials = home / ".credentials.json"  # written by logging in (/login)
@@ -131,10 +133,10 @@ def _claude_credentials(cfg: ClaudeHostConfig) -> list[str]:
     return found
 
 
-def json_object(path: Path) -> dict[str, Any]:
+def json_object(path: Path) -> JsonDict:
     """A JSON object file; ``{}`` when it is absent, ValueError when it is not one."""
     try:
-        data = json.loads(path.read_text())
+        data: JsonValue = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -11,7 +11,6 @@ section too, since a provider's config is first read at the turn's first effect.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,6 +23,7 @@ from turnkeeper.extensions.findings import MAX_DETAIL_CHARS, ExtensionVerdict, F
 from turnkeeper.hosts import load_host
 from turnkeeper.hosts.agent_cli import AgentCliConfig
 from turnkeeper.hosts.subprocess_host import validate_config
+from turnkeeper.json_types import JsonDict, JsonMapping
 from turnkeeper.kernel.session.state import SessionState
 
 # Built-ins that run with nothing but turnkeeper and the user's own commands.
@@ -145,7 +145,7 @@ def _uses(state: SessionState) -> set[str]:
 def _session_findings(state: SessionState, wanted: set[str]) -> list[Finding]:
     short = state.session_id[:8]
     kind = state.host_kind
-    config: dict[str, Any] = dict(state.host_config)
+    config: JsonDict = dict(state.host_config)
     findings: list[Finding] = []
     if not wanted or kind in wanted:
         findings += _host_config(short, kind, config)
@@ -154,7 +154,7 @@ def _session_findings(state: SessionState, wanted: set[str]) -> list[Finding]:
     return findings
 
 
-def _stored_secrets(sid: str, kind: str, config: dict[str, Any]) -> list[Finding]:
+def _stored_secrets(sid: str, kind: str, config: JsonMapping) -> list[Finding]:
     """A config stored before ``session create`` refused secrets may hold one: it is
     in the event log as given (which is never rewritten). Name the field, never the
     value, and say what to do."""
@@ -173,7 +173,7 @@ def _stored_secrets(sid: str, kind: str, config: dict[str, Any]) -> list[Finding
     ]
 
 
-def _host_config(short: str, kind: str, config: dict[str, Any]) -> list[Finding]:
+def _host_config(short: str, kind: str, config: JsonMapping) -> list[Finding]:
     check = f"session {short} host config"
     host_config = split_host_config(config)
     recreate = (
@@ -216,7 +216,7 @@ def _cli_setup(cfg: AgentCliConfig) -> tuple[object, ...]:
     return (cfg.binary, sorted(cfg.env.items()), repr(homes))
 
 
-def _effects_config(short: str, config: dict[str, Any], wanted: set[str]) -> list[Finding]:
+def _effects_config(short: str, config: JsonMapping, wanted: set[str]) -> list[Finding]:
     check = f"session {short} effects"
     fix = "create the session again with a corrected effects section (docs/agents.md, Effects)"
     try:
