@@ -16,7 +16,6 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,6 +24,7 @@ from turnkeeper.chaos.runner_mode import _KILLS, KINDS, kill_plan
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionView
 from turnkeeper.host_reports import HostEvent
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import HostEventsJournaled, SessionEvent
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -32,7 +32,7 @@ TURN = "turn-0123456789abcdef"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _tick(n: int) -> dict[str, Any]:
+def _tick(n: int) -> JsonDict:
     return {"text": f"tick {n} of t", "tick": n, "pid": 7}
 
 
@@ -42,7 +42,11 @@ def _journaled(*seqs: int) -> HostEventsJournaled:
 
 
 def _checker(tmp_path: Path, events: list[SessionEvent], printed: int) -> RunnerSessionChecker:
-    run = {"turn_id": TURN, "attempt": 1, "printed": [_tick(n) for n in range(1, printed + 1)]}
+    run: JsonDict = {
+        "turn_id": TURN,
+        "attempt": 1,
+        "printed": [_tick(n) for n in range(1, printed + 1)],
+    }
     view = SessionView(tmp_path, "s", tmp_path, "sqlite:///unused", "sid", "g", [], [run])
     checker = RunnerSessionChecker(view, CountingService())
     checker.check_events_once(events)

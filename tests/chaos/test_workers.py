@@ -21,6 +21,7 @@ import pytest
 from tests.pg_cluster import PgCluster, pg_cluster
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import INV6, SessionChecker, SessionView
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import LeaseAcquired, LeaseRenewed, SessionEvent
 
 __all__ = ["pg_cluster"]
@@ -29,7 +30,7 @@ A = "ctl:host:boot:1:100:5"
 B = "ctl:host:boot:1:200:6"
 
 
-def _checker(tmp_path: Path, runs: list[dict[str, object]] | None = None) -> SessionChecker:
+def _checker(tmp_path: Path, runs: list[JsonDict] | None = None) -> SessionChecker:
     view = SessionView(tmp_path, "s", tmp_path, "postgresql://unused", "sid", "g", [], runs or [])
     return SessionChecker(view, CountingService(), frozenset())
 

@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.workload import GOAL_ID, PAUSE_NAME, Workload
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.json_types import JsonDict, JsonValue
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import SessionEvent, TurnAccepted
 from turnkeeper.runtime.services.goals import GoalService
@@ -106,11 +106,11 @@ class RunRecord:
             return None
         return self.stderr[at + len(CRASH_MARK) :].split(":", 1)[0]
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> JsonDict | None:
         """The final JSON document of ``run --json`` (None if it never printed one)."""
         rest = [ln for ln in self.stdout.splitlines() if not ln.startswith('{"progress"')]
         try:
-            data = json.loads("\n".join(rest))
+            data: JsonValue = json.loads("\n".join(rest))
         except ValueError:
             return None
         return data if isinstance(data, dict) else None
@@ -266,12 +266,12 @@ class ChaosProject:
             records = store.read_stream(session_stream(self.session_id))
         return [SESSION_CODEC.decode_event(r) for r in records]
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[JsonDict]:
         """One line per real host run (the agent writes it before any step)."""
         path = self.host_state / "runs.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [json_object(line) for line in path.read_text().splitlines() if line.strip()]
 
     def turn_ids(self) -> set[str]:
         """Every turn this scenario's session accepted or its host ran: the markers of
@@ -284,6 +284,15 @@ class ChaosProject:
                 events = self.session_events()
                 ids.update(e.envelope.turn_id for e in events if isinstance(e, TurnAccepted))
         return ids
+
+
+def json_object(text: str) -> JsonDict:
+    """``text`` decoded, when it is a JSON object (a host run's record always is);
+    ValueError when it is not."""
+    data: JsonValue = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object: {text[:200]!r}")
+    return data
 
 
 def _make_repo(repo: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -13,6 +12,7 @@ from rich.table import Table
 
 from turnkeeper.chaos.checks import Violation
 from turnkeeper.chaos.scenarios import MODES, ScenarioResult
+from turnkeeper.json_types import JsonDict
 
 
 @dataclass
@@ -57,11 +57,13 @@ class Row:
         self.violations += len(r.violations)
         self.seconds += r.seconds
 
-    def to_json(self) -> dict[str, Any]:
-        data = dict(vars(self))
-        data["crash_points"] = sorted(self.crash_points)
-        data["seconds"] = round(self.seconds, 1)
-        return data
+    def to_json(self) -> JsonDict:
+        # Every field in order; the two that are not JSON numbers as they stand, made so.
+        return {
+            **vars(self),
+            "crash_points": sorted(self.crash_points),
+            "seconds": round(self.seconds, 1),
+        }
 
 
 @dataclass
@@ -100,21 +102,21 @@ class ChaosReport:
         hit = self.rows()["total"].crash_points
         return [p for p in self.all_points if p not in hit]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         hits = Counter(h.partition("#")[0] for r in self.results for h in r.crash_points)
         return {
             "ok": self.ok,
             "seed": self.seed,
-            "modes": self.modes,
+            "modes": list(self.modes),
             "kills_asked": self.kills_asked,
             "random_time_limited": self.random_time_limited,
             "elapsed_seconds": round(self.elapsed, 1),
             "base_dir": str(self.base_dir) if self.base_dir else None,
             "kept": self.kept,
             "crash_points": {
-                "all": self.all_points,
+                "all": list(self.all_points),
                 "hits": dict(sorted(hits.items())),
-                "missed": self.points_missed(),
+                "missed": list(self.points_missed()),
             },
             "rows": {name: row.to_json() for name, row in self.rows().items()},
             "violations": [vars(v) for v in self.violations],
@@ -124,7 +126,7 @@ class ChaosReport:
                     "mode": r.mode,
                     "ok": r.ok,
                     "kills": r.kills,
-                    "crash_points": r.crash_points,
+                    "crash_points": list(r.crash_points),
                     "runs": r.runs,
                     "turns": r.facts.turns,
                     "effects": r.facts.effects_applied,

@@ -21,18 +21,20 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from turnkeeper.chaos.checks import INV2, INV4, CheckResult, Violation
+from turnkeeper.chaos.project import json_object
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionChecker, SessionView
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.json_types import JsonDict, JsonList, JsonMapping, JsonValue
 from turnkeeper.kernel.session import (
     HostEventsJournaled,
     RecoveryReported,
@@ -57,16 +59,16 @@ class TurnTally:
     failed: int = 0
 
 
-def read_runner_runs(runs_dir: Path) -> list[dict[str, Any]]:
+def read_runner_runs(runs_dir: Path) -> list[JsonDict]:
     """Every host run the agents wrote down (``<turn>.<pid>.json``), with the ticks it
     printed (``<turn>.<pid>.events``, one JSON line each)."""
     runs = []
     for path in sorted(runs_dir.glob("*.json")):
         try:
-            run = json.loads(path.read_text())
+            run = json_object(path.read_text())
         except (OSError, ValueError):
             continue  # killed while writing its file: it printed nothing yet
-        printed = []
+        printed: JsonList = []
         events = path.with_suffix(".events")
         if events.exists():
             for line in events.read_text().splitlines():
@@ -122,7 +124,7 @@ class RunnerSessionChecker(SessionChecker):
                 self.add(INV2, f"turn {turn_id} ran as attempt {run.get('attempt')}")
 
     def check_events_once(self, events: list[SessionEvent]) -> None:
-        journaled: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        journaled: dict[str, list[tuple[int, JsonDict]]] = {}
         ends: dict[str, str] = {}
         for event in events:
             if isinstance(event, HostEventsJournaled):
@@ -130,7 +132,7 @@ class RunnerSessionChecker(SessionChecker):
                 journaled.setdefault(event.turn_id, []).extend(batch)
             elif event.type in TERMINAL_EVENT_TYPES:
                 ends[str(getattr(event, "turn_id", ""))] = event.type
-        printed = {str(r.get("turn_id")): r["printed"] for r in self.project.runs()}
+        printed = {str(r.get("turn_id")): _printed(r) for r in self.project.runs()}
         for turn_id, items in journaled.items():
             seqs = [seq for seq, _ in items]
             if any(b <= a for a, b in itertools.pairwise(seqs)):
@@ -144,8 +146,8 @@ class RunnerSessionChecker(SessionChecker):
             if ticks != said[: len(ticks)]:
                 self.add(
                     INV7,
-                    f"turn {turn_id}: journaled ticks {[t.get(TICK) for t in ticks]} are not "
-                    f"what the agent printed {[t.get(TICK) for t in said]}",
+                    f"turn {turn_id}: journaled ticks {_ticks(ticks)} are not "
+                    f"what the agent printed {_ticks(said)}",
                 )
             elif ends.get(turn_id) == "turn.completed" and len(ticks) != len(said):
                 self.add(
@@ -168,7 +170,7 @@ class RunnerSessionChecker(SessionChecker):
                 tally.failed += 1
         completed = {str(getattr(e, "turn_id", "")) for e in events if e.type == "turn.completed"}
         tally.reattached_completed = len(tally.reattached & completed)
-        printed = {str(r.get("turn_id")): len(r["printed"]) for r in self.project.runs()}
+        printed = {str(r.get("turn_id")): len(_printed(r)) for r in self.project.runs()}
         tally.reattached_events = sum(printed.get(t, 0) for t in tally.reattached & completed)
         self.result.facts.recoveries = sum(
             1
@@ -178,11 +180,23 @@ class RunnerSessionChecker(SessionChecker):
         )
 
 
+def _printed(run: JsonMapping) -> JsonList:
+    """The lines a run's agent printed, as :func:`read_runner_runs` put them in."""
+    printed = run["printed"]
+    assert isinstance(printed, list)  # read_runner_runs sets a list
+    return printed
+
+
+def _ticks(printed: Sequence[JsonValue]) -> list[JsonValue]:
+    """The tick numbers of printed lines, for a violation's message."""
+    return [line.get(TICK) if isinstance(line, dict) else line for line in printed]
+
+
 @dataclass
 class RunnerReport:
     seed: int
     violations: list[Violation] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: JsonDict = field(default_factory=dict)
     elapsed: float = 0.0
     base_dir: Path | None = None
 
@@ -190,7 +204,7 @@ class RunnerReport:
     def ok(self) -> bool:
         return not self.violations
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "ok": self.ok,
             "seed": self.seed,

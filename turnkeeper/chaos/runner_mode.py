@@ -37,7 +37,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.chaos.checks import LEFTOVER, Violation
 from turnkeeper.chaos.procs import end_marked_processes, live_marked_processes, wait_until
@@ -48,6 +47,7 @@ from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionView
 from turnkeeper.chaos.workers import _git_repo
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.model import UNFINISHED_TODO_STATUSES
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import TurnAccepted
@@ -370,7 +370,7 @@ class RunnerModeRun:
 
     # --- checking -------------------------------------------------------------------
 
-    def check(self, service: CountingService) -> dict[str, Any]:
+    def check(self, service: CountingService) -> JsonDict:
         runs = read_runner_runs(self.runs_dir)
         turn_ids = {str(r.get("turn_id")) for r in runs}
         totals: Counter[str] = Counter()
@@ -435,7 +435,7 @@ class RunnerModeRun:
 
     def execute(self) -> RunnerReport:
         started = time.monotonic()
-        facts: dict[str, Any] = {}
+        facts: JsonDict = {}
         with CountingService() as service:
             try:
                 self.setup(service)

@@ -153,7 +153,8 @@ class ScenarioRun:
         for _ in range(MAX_CLEAN_RUNS):
             record = self.run()
             summary = record.summary()
-            stop = (summary or {}).get("stops", {}).get(self.project.session_id)
+            stops = (summary or {}).get("stops")
+            stop = stops.get(self.project.session_id) if isinstance(stops, dict) else None
             if record.returncode != 0 or summary is None:
                 self.violation(HARNESS, f"a clean run failed\n{record.describe()}")
                 return False

@@ -27,7 +27,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import quote, unquote
 
 from pydantic import JsonValue
@@ -49,7 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     def _answer(self, status: int, payload: JsonValue = None) -> None:

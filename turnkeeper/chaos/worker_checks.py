@@ -20,22 +20,21 @@ code under test.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from turnkeeper.chaos.checks import INV2, INV4, Checker, CheckResult, Violation
-from turnkeeper.chaos.project import ChaosProject
+from turnkeeper.chaos.project import ChaosProject, json_object
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import (
     EffectIntended,
     HostEventsJournaled,
@@ -63,12 +62,12 @@ def owner_pid(owner: str) -> int | None:
     return int(parts[4]) if len(parts) == 6 and parts[4].isdigit() else None
 
 
-def read_runs(runs_dir: Path) -> list[dict[str, Any]]:
+def read_runs(runs_dir: Path) -> list[JsonDict]:
     """Every host run the agents wrote down (one JSON file per run)."""
     runs = []
     for path in sorted(runs_dir.glob("*.json")):
         try:
-            runs.append(json.loads(path.read_text()))
+            runs.append(json_object(path.read_text()))
         except (OSError, ValueError):
             continue  # a run killed while writing its file: counted by its turn's events
     return runs
@@ -86,7 +85,7 @@ class SessionView(ChaosProject):
         session_id: str,
         goal_id: str,
         todo_ids: list[str],
-        runs: list[dict[str, Any]],
+        runs: list[JsonDict],
     ) -> None:
         super().__init__(root, name)
         self.workspace = workspace
@@ -116,7 +115,7 @@ class SessionView(ChaosProject):
             self._events = [SESSION_CODEC.decode_event(r) for r in records]
         return self._events
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[JsonDict]:
         return self._runs
 
 
@@ -183,7 +182,8 @@ class SessionChecker(Checker):
             if run.get("attempt") != attempt:
                 self.add(INV2, f"turn {turn_id} ran as attempt {run.get('attempt')}, not {attempt}")
             pid = owner_pid(holder)
-            ancestors = run.get("ancestors") or []
+            listed = run.get("ancestors")
+            ancestors = listed if isinstance(listed, list) else []  # the agent writes a list
             orphaned = pid in self.killed_pids
             if pid is None or (pid not in ancestors and not orphaned):
                 self.add(
@@ -276,7 +276,7 @@ class SessionChecker(Checker):
 class WorkersReport:
     seed: int
     violations: list[Violation] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, int] = field(default_factory=dict)
     elapsed: float = 0.0
     base_dir: Path | None = None
 
@@ -284,14 +284,14 @@ class WorkersReport:
     def ok(self) -> bool:
         return not self.violations
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "ok": self.ok,
             "seed": self.seed,
             "mode": "workers",
             "elapsed_seconds": round(self.elapsed, 1),
             "base_dir": str(self.base_dir) if self.base_dir else None,
-            "facts": self.facts,
+            "facts": dict(self.facts),
             "violations": [vars(v) for v in self.violations],
         }
 

@@ -31,7 +31,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -242,7 +241,7 @@ class WorkersRun:
         self.dbname = f"tk_chaos_{uuid.uuid4().hex[:10]}"
         self.url = with_database(config.database_url, self.dbname)
         self.sessions: dict[str, tuple[str, str, list[str]]] = {}  # sid -> label, goal, todos
-        self.facts: dict[str, Any] = {"kills": 0, "kills_mid_turn": 0, "database_restarts": 0}
+        self.facts: dict[str, int] = {"kills": 0, "kills_mid_turn": 0, "database_restarts": 0}
         self.violations: list[Violation] = []
         self.fleet = Fleet(self)
 
