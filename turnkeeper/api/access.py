@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import fastapi.routing
 from fastapi import FastAPI, Request
@@ -49,7 +49,7 @@ MODES: tuple[Mode, ...] = ("read", "update", "delete", "admin")
 _ATTRIBUTE = "__turnkeeper_access__"
 SESSION_PARAM = "session_id"
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass(frozen=True)

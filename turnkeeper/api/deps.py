@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path as FsPath
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Header, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from turnkeeper.json_types import JsonDict
 from turnkeeper.runtime.services.access import Principal
 from turnkeeper.store.base import EventStore
 
@@ -73,4 +74,7 @@ def principal_of(request: Request) -> Principal:
     return principal
 
 
-JsonObject = dict[str, Any]
+# A JSON object in a response model. Its schema stays the one ``dict[str, Any]`` gave
+# (``{"type": "object", "additionalProperties": true}``), so docs/openapi.json does not
+# change; pydantic's own schema for JsonValue would add a ``$ref`` for every value.
+JsonObject = Annotated[JsonDict, WithJsonSchema({"type": "object", "additionalProperties": True})]

@@ -11,7 +11,7 @@ traceback: the traceback goes to the server's log only.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from turnkeeper.api.access import Unauthenticated
+from turnkeeper.api.deps import JsonObject
 from turnkeeper.errors import HTTP_STATUS, ErrorCode, TurnkeeperError
+from turnkeeper.json_types import JsonDict, JsonList, JsonValue
 
 log = logging.getLogger("turnkeeper.api")
 
@@ -34,7 +36,7 @@ class ErrorDetail(BaseModel):
     code: ErrorCode
     reason: str
     message: str
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: JsonObject = Field(default_factory=dict)
 
 
 class ErrorBody(BaseModel):
@@ -48,13 +50,14 @@ def error_response(
     code: ErrorCode,
     reason: str,
     message: str,
-    details: dict[str, Any] | None = None,
+    details: JsonDict | None = None,
     *,
     status: int | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    body = {"error": {"code": code.value, "reason": reason, "message": message}}
-    body["error"]["details"] = details or {}  # type: ignore[assignment]
+    error: JsonDict = {"code": code.value, "reason": reason, "message": message}
+    error["details"] = details or {}
+    body: JsonDict = {"error": error}
     return JSONResponse(body, status_code=status or HTTP_STATUS[code], headers=headers)
 
 
@@ -65,15 +68,20 @@ def _typed(_request: Request, exc: Exception) -> JSONResponse:
             exc.code,
             exc.reason,
             exc.message,
-            exc.details,
+            _plain_details(exc.details),
             status=401,
             headers={"WWW-Authenticate": "Bearer"},
         )
-    return error_response(exc.code, exc.reason, exc.message, _plain(exc.details))
+    return error_response(exc.code, exc.reason, exc.message, _plain_details(exc.details))
 
 
-def _plain(value: Any) -> Any:
-    """Details as JSON values (they may hold paths, tuples, sets)."""
+def _plain_details(details: Mapping[str, object]) -> JsonDict:
+    """An error's details as a JSON object (they may hold paths, tuples, sets)."""
+    return {str(k): _plain(v) for k, v in details.items()}
+
+
+def _plain(value: object) -> JsonValue:
+    """A detail as a JSON value."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -85,23 +93,26 @@ def _plain(value: Any) -> Any:
 
 def _invalid(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = [
+    found = exc.errors()[:_MAX_PROBLEMS]
+    problems: JsonList = [
         {
             "location": [str(part) for part in problem.get("loc", ())],
             "message": str(problem.get("msg", ""))[:_MAX_TEXT],
             "type": str(problem.get("type", "")),
         }
-        for problem in exc.errors()[:_MAX_PROBLEMS]
+        for problem in found
     ]
-    first = problems[0] if problems else {"location": [], "message": "invalid request"}
-    field = ".".join(first["location"][1:]) or None
-    details: dict[str, Any] = {"problems": problems}
+    # The first problem names the field and makes the message.
+    location = [str(part) for part in found[0].get("loc", ())] if found else []
+    message = str(found[0].get("msg", ""))[:_MAX_TEXT] if found else "invalid request"
+    field = ".".join(location[1:]) or None
+    details: JsonDict = {"problems": problems}
     if field:
         details["field"] = field
     return error_response(
         ErrorCode.INVALID_ARGUMENT,
         "invalid_request",
-        f"{'.'.join(first['location']) or 'request'}: {first['message']}",
+        f"{'.'.join(location) or 'request'}: {message}",
         details,
     )
 
@@ -135,7 +146,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 # Every operation's documented refusals (OpenAPI ``responses``).
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody, "description": what}
     for status, what in (
         (400, "INVALID_ARGUMENT"),

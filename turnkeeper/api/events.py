@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 import anyio
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -33,6 +33,7 @@ from turnkeeper.api.access import access
 from turnkeeper.api.deps import SessionPath, store_of
 from turnkeeper.api.routes_sessions import resolve_session
 from turnkeeper.errors import InvalidArgument
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_stream
 from turnkeeper.runtime.services.turn_listing import PHASE_OF
@@ -66,7 +67,7 @@ class Position:
         return cls(seq - 1, within) if within else cls(seq)
 
 
-def _frame(event: str, event_id: str, data: dict[str, Any]) -> str:
+def _frame(event: str, event_id: str, data: JsonDict) -> str:
     return f"event: {event}\nid: {event_id}\ndata: {json.dumps(data, sort_keys=True)}\n\n"
 
 
@@ -92,7 +93,7 @@ def _frames(record: EventRecord, skip: int) -> list[str]:
             for k, e in enumerate(event.events, start=1)
             if k > skip
         ]
-    data: dict[str, Any] = {
+    data: JsonDict = {
         "stream_seq": record.seq,
         "turn_id": getattr(event, "turn_id", None),
         "phase": phase,

@@ -10,13 +10,13 @@ recorded: recording runs a command, which a server does not do for a caller.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field, JsonValue
 
 from turnkeeper.api.access import access
-from turnkeeper.api.deps import Body, IdField, IdPath, store_of
+from turnkeeper.api.deps import Body, IdField, IdPath, JsonObject, store_of
 from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.kernel.model import Claim, Evidence, Gate, Monitor, NoFollowUpReason, Todo
 from turnkeeper.kernel.proposals import AddMonitor, RecordReadback, checked_input
@@ -54,7 +54,7 @@ class CriterionMet(Body):
 
 
 class ProposalAnswer(BaseModel):
-    events: list[dict[str, Any]]
+    events: list[JsonObject]
     head_seq: int
     state: GoalState
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path as FsPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field, JsonValue
@@ -31,6 +31,7 @@ from turnkeeper.api.deps import (
     store_of,
 )
 from turnkeeper.errors import InvalidArgument, NotFound
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.control.operations import OperationResult, Operations
 from turnkeeper.runtime.control.operator import OperatorActions, OperatorResult, recover_turn
@@ -185,14 +186,14 @@ def turns_list(session_id: SessionPath, store: Store) -> TurnList:
     return TurnList(session_id=sid, turns=[t.summary_json(now) for t in list_turns(store, sid)])
 
 
-@router.get("/sessions/{session_id}/turns/{turn_id}", response_model=dict[str, Any])
+@router.get("/sessions/{session_id}/turns/{turn_id}", response_model=JsonObject)
 @access("read", "session")
 def turn_show(
     session_id: SessionPath,
     turn_id: IdPath,
     store: Store,
     events: Annotated[int, Query(ge=0, le=1_000_000, description="The last N host events.")] = 20,
-) -> dict[str, Any]:
+) -> JsonDict:
     """One turn: envelope, phases with times, receipt, host events, effects, snapshot."""
     sid = resolve_session(store, session_id)
     turn = turn_of(store, sid, turn_id)
@@ -264,8 +265,8 @@ def session_delete(
     return _operation(Operations(store).delete(resolve_session(store, session_id), request_id))
 
 
-@router.get("/operations/{request_id}", response_model=dict[str, Any])
+@router.get("/operations/{request_id}", response_model=JsonObject)
 @access("read")
-def operation_show(request_id: IdPath, store: Store) -> dict[str, Any]:
+def operation_show(request_id: IdPath, store: Store) -> JsonDict:
     """A create, revert or delete by its request id (``operation show``)."""
     return Operations(store).show(request_id).as_json()

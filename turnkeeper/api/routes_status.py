@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
@@ -128,7 +128,7 @@ def share_revoke(share_id: IdPath, store: Store) -> ShareView:
 
 @router.get("/openapi.json", include_in_schema=False)
 @access("read", "any")
-def openapi(request: Request) -> Any:
+def openapi(request: Request) -> JSONResponse:
     """This API's OpenAPI description."""
     return JSONResponse(request.app.openapi())
 

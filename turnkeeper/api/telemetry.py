@@ -14,9 +14,12 @@ from __future__ import annotations
 import importlib.util
 import itertools
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from turnkeeper.api.observer import EndedTurn
+
+if TYPE_CHECKING:  # the SDK is optional: imported when spans are made, not before
+    from opentelemetry.trace import TracerProvider
 
 _ORDER = ("accepted", "host_started", "receipt", "written_back")
 
@@ -32,7 +35,7 @@ def _nanos(at: datetime) -> int:
 class TurnSpans:
     """Turns to spans on ``tracer_provider`` (default: the global provider)."""
 
-    def __init__(self, tracer_provider: Any | None = None) -> None:
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         from opentelemetry import trace
 
         self._trace = trace

@@ -12,7 +12,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.routing import APIRoute
@@ -25,6 +24,7 @@ from turnkeeper.api.logs import log_requests
 from turnkeeper.api.metrics import metrics_registry
 from turnkeeper.api.observer import EndedTurn, TurnObserver
 from turnkeeper.errors import PermissionDenied
+from turnkeeper.json_types import JsonDict
 from turnkeeper.store.base import EventStore
 from turnkeeper.web import ROUTERS as PAGE_ROUTERS
 from turnkeeper.web import authorize_page, install_page_support, page_kind
@@ -108,7 +108,7 @@ def build_app(
     return app
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
+def _openapi(app: FastAPI) -> JsonDict:
     """FastAPI's description, with the bearer token every route needs."""
     if app.openapi_schema is None:
         from fastapi.openapi.utils import get_openapi
@@ -134,7 +134,9 @@ def _poll_turns(observer: TurnObserver, stop: threading.Event) -> None:
             continue
 
 
-def create_app(store: EventStore, root: Path, *, spans: Any | None = None) -> FastAPI:
+def create_app(
+    store: EventStore, root: Path, *, spans: Callable[[EndedTurn], None] | None = None
+) -> FastAPI:
     """The API on ``store`` for the project at ``root``; ``spans`` receives every turn
     that ends while it runs (``turnkeeper.api.telemetry.TurnSpans``)."""
     app = build_app(store, root, (*ROUTERS, *PAGE_ROUTERS), on_turn_end=spans)

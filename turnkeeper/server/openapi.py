@@ -9,10 +9,13 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from turnkeeper.json_types import JsonDict
 
 
-def description() -> dict[str, Any]:
+def description() -> JsonDict:
     """The description the app serves at ``/v1/openapi.json`` (it needs no data: the
     app is built on an empty scratch store)."""
     from turnkeeper.server.app import create_app
