@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import anyio.to_thread
 from fastapi import Request, Response
@@ -44,7 +44,7 @@ MAX_SESSIONS: Final = 10_000
 _PAGE: Final = "__turnkeeper_page__"
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD"})
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass

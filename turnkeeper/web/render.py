@@ -13,7 +13,7 @@ import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -22,6 +22,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.json_types import JsonMapping
 from turnkeeper.web.auth import is_page_path
 
 HERE: Final = Path(__file__).parent
@@ -101,7 +102,9 @@ ENV.filters.update(relative=relative, exact=exact, iso=iso, short=short, seconds
 ENV.filters["tojson_attr"] = lambda value: json.dumps(value, sort_keys=True)
 
 
-def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+def render(
+    request: Request, template: str, status_code: int = 200, **context: object
+) -> HTMLResponse:
     web_session = getattr(request.state, "web_session", None)
     context.setdefault("principal", getattr(request.state, "principal", None))
     context["csrf"] = web_session.csrf if web_session is not None else ""
@@ -127,6 +130,8 @@ _HINTS: Final = {
     "cross_site": "Use the controls on this server's own pages.",
 }
 
+_INTERNAL: Final = {"code": "INTERNAL", "reason": "internal", "message": "internal error"}
+
 Handler = Callable[[Request, Exception], Response | Awaitable[Response]]
 
 
@@ -138,15 +143,17 @@ def _page_or(original: Handler) -> Handler:
         if not is_page_path(request.url.path):
             return answer
         try:
-            error = json.loads(bytes(answer.body))["error"]
+            found = json.loads(bytes(answer.body))["error"]
         except (KeyError, ValueError, TypeError):
-            error = {"code": "INTERNAL", "reason": "internal", "message": "internal error"}
+            found = None
+        # The API's error handlers wrote this body: its "error" is an object.
+        error: JsonMapping = found if isinstance(found, dict) else _INTERNAL
         return error_page(request, answer.status_code, error)
 
     return handle
 
 
-def error_page(request: Request, status: int, error: dict[str, Any]) -> HTMLResponse:
+def error_page(request: Request, status: int, error: JsonMapping) -> HTMLResponse:
     principal = getattr(request.state, "principal", None)
     share = getattr(principal, "share", None)
     context = {

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Final, TypedDict
 
 from turnkeeper.api import routes_goals, routes_sessions, routes_status
 from turnkeeper.api.access import Access, share_refusal
 from turnkeeper.api.access import Mode as AccessMode
+from turnkeeper.api.routes_status import GoalSummary
+from turnkeeper.json_types import JsonDict
+from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.operation_model import OperationFinished, OperationStarted
 from turnkeeper.kernel.session.report import RecoveryReport
 from turnkeeper.runtime.services.access import Principal
+from turnkeeper.runtime.services.extension_states import ExtensionStatus
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.runtime.services.snapshot_listing import list_snapshots
 from turnkeeper.runtime.services.turn_listing import TurnInfo, list_turns
@@ -46,7 +50,19 @@ def may(principal: Principal | None, mode: AccessMode, session_id: str) -> bool:
 # --- the sessions page ----------------------------------------------------------------
 
 
-def sessions_view(store: EventStore, status: str | None) -> dict[str, Any]:
+class SessionsPage(TypedDict):
+    """The sessions page's template context."""
+
+    goals: list[GoalSummary]
+    extensions: list[ExtensionStatus]
+    sessions: list[SessionState]
+    counts: dict[str, int]
+    total: int
+    status: str | None
+    statuses: tuple[str, ...]
+
+
+def sessions_view(store: EventStore, status: str | None) -> SessionsPage:
     answer = routes_status.status(store)
     sessions = [s for s in answer.sessions if status is None or s.status == status]
     counts = {name: sum(1 for s in answer.sessions if s.status == name) for name in STATUSES}
@@ -88,7 +104,7 @@ class Entry:
 class SessionView:
     state: SessionState
     timeline: list[Entry]
-    snapshots: list[dict[str, Any]]
+    snapshots: list[JsonDict]
     last_turn: TurnInfo | None
     controls: dict[str, bool] = field(default_factory=dict)
 
@@ -175,7 +191,17 @@ def phase_rows(turn: TurnInfo) -> list[tuple[str, datetime, float]]:
 # --- a goal's page ----------------------------------------------------------------------
 
 
-def goal_view(store: EventStore, goal_ref: str) -> dict[str, Any]:
+class GoalPage(TypedDict):
+    """A goal page's template context."""
+
+    state: GoalState
+    audit: TerminalAudit
+    counters: dict[str, int]
+    blocked: dict[str, list[str]]
+    sessions: list[SessionState]
+
+
+def goal_view(store: EventStore, goal_ref: str) -> GoalPage:
     state = routes_goals.goal_show(goal_ref, store)
     audit = routes_goals.goal_audit(state.goal.id, store)
     blocked: dict[str, list[str]] = {}
@@ -194,7 +220,7 @@ def goal_view(store: EventStore, goal_ref: str) -> dict[str, Any]:
 # --- operations -------------------------------------------------------------------------
 
 
-def operations_view(store: EventStore) -> list[dict[str, Any]]:
+def operations_view(store: EventStore) -> list[JsonDict]:
     """Every create, revert and delete of every session, newest first."""
     request_ids: list[str] = []
     for state in SessionService(store).list():
