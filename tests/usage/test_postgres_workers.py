@@ -38,6 +38,7 @@ from turnkeeper.chaos.procs import cmdline, live_marked_processes
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionChecker, SessionView, owner_pid, read_runs
 from turnkeeper.chaos.workers import AGENT
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import LeaseAcquired, TurnAccepted
 
 __all__ = ["pg_cluster"]
@@ -106,7 +107,7 @@ class WorkersProject:
                 label = f"pages{k}"
                 workspace = self.base / label
                 self._git_repo(workspace)
-                config = {
+                config: JsonDict = {
                     "command": [str(self.agent), str(self.runs), str(work_seconds)],
                     "event_format": "jsonl",
                     "effects": {"providers": {"http": self.service.provider_config(label)}},

@@ -15,11 +15,11 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from pydantic import JsonValue
 
 from turnkeeper.errors import InvalidArgument
+from turnkeeper.json_types import JsonMapping
 from turnkeeper.kernel import GoalProposal, GoalState, TerminalAudit, parse_proposal
 from turnkeeper.kernel.model import Claim, Evidence, Gate, NoFollowUpReason, Todo
 from turnkeeper.kernel.proposals import (
@@ -159,7 +159,7 @@ class Goals:
             proposal = CloseGoal(reason=reason, summary=summary)
         return self._goals.submit(goal_id, proposal).state
 
-    def propose(self, goal_id: str, proposal: GoalProposal | Mapping[str, Any] | str) -> Submitted:
+    def propose(self, goal_id: str, proposal: GoalProposal | JsonMapping | str) -> Submitted:
         """Any kernel proposal (a model, a dict or JSON text): the full surface."""
         if isinstance(proposal, str | Mapping):
             proposal = parse_proposal(proposal if isinstance(proposal, str) else dict(proposal))

@@ -13,12 +13,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.hosts import Host, load_host
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.inprocess import InProcessHost
+from turnkeeper.json_types import JsonDict, JsonMapping
 from turnkeeper.kernel.proposals import checked_input
 from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy, SessionState
 from turnkeeper.project_api.goals import StoreOf
@@ -53,7 +53,7 @@ class InProcessHosts:
             )
         self._hosts[host.kind] = host
 
-    def load(self, kind: str, config: dict[str, Any]) -> Host:
+    def load(self, kind: str, config: JsonDict) -> Host:
         host = self._hosts.get(kind)
         return host.loader(kind, config) if host is not None else load_host(kind, config)
 
@@ -75,7 +75,7 @@ class Sessions:
         goal_id: str,
         *,
         host: str | InProcessHost,
-        host_config: dict[str, Any] | None = None,
+        host_config: JsonMapping | None = None,
         workspace: Path | None = None,
         request_id: str | None = None,
         snapshots: bool = True,
