@@ -31,10 +31,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from turnkeeper.crashpoints import crash_point
 from turnkeeper.errors import AlreadyExists, FailedPrecondition
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.kernel.session.commands import (
     BeginOperation,
@@ -85,7 +86,7 @@ class OperationResult:
     session: SessionState
     operation: OperationRecord | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JsonDict:
         preserved = self.operation.preserved if self.operation else None
         return {
             "request_id": self.request_id,

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
     from turnkeeper.host_reports import HostEvent
@@ -39,10 +39,12 @@ class RunRecord:
     record: str
     text: str
     session: str | None = None
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    # What a program reads; only printed (``run --json`` writes any other value as its
+    # ``str``), so any value may be reported.
+    fields: Mapping[str, object] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"progress": self.text, "record": self.record}
+    def as_json(self) -> dict[str, object]:
+        head: dict[str, object] = {"progress": self.text, "record": self.record}
         if self.session is not None:
             head["session"] = self.session
         return {**head, **self.fields}
@@ -71,7 +73,7 @@ def duration(seconds: float) -> str:
     return f"{hours}h {minutes}m"
 
 
-def message_text(kind: str, data: Mapping[str, Any]) -> str | None:
+def message_text(kind: str, data: Mapping[str, object]) -> str | None:
     """The agent's words in a host event (a message, a line of plain output), or None."""
     key = MESSAGE_KINDS.get(kind)
     value = data.get(key) if key is not None else None
@@ -207,7 +209,7 @@ class RunMonitor:
             turn = None  # a stale entry: this turn never reached its host
         elapsed = turn.elapsed(now) if turn is not None else fallback_seconds
         label = turn.label if turn is not None else f"session {session_id[:8]}"
-        fields: dict[str, Any] = {
+        fields: dict[str, object] = {
             "turn": turn_id,
             "phase": "completed" if succeeded else "failed",
             "elapsed_seconds": round(elapsed, 3),
@@ -260,7 +262,7 @@ class RunMonitor:
         return len(silent)
 
     @staticmethod
-    def _turn_fields(turn: RunningTurn) -> dict[str, Any]:
+    def _turn_fields(turn: RunningTurn) -> dict[str, object]:
         return {
             "turn": turn.turn_id,
             "kind": turn.kind,

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.errors import NotFound, TurnkeeperError
 from turnkeeper.hosts import HostLoader
 from turnkeeper.hosts.base import Host, HostRun
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import SessionState
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class RunnerLink:
         answers, ``fallback``'s run them here (None: the turn's start fails)."""
         from turnkeeper.runner import RunnerClient, RunnerHost
 
-        def load(kind: str, config: dict[str, Any]) -> Host:
+        def load(kind: str, config: JsonDict) -> Host:
             if fallback is not None and not self.available():
                 return fallback(kind, config)
             return RunnerHost(kind, config, RunnerClient(self.state_dir))

@@ -39,12 +39,12 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, TurnkeeperError
 from turnkeeper.hosts import load_host
 from turnkeeper.hosts.base import KeepsSessionArtifact
+from turnkeeper.json_types import JsonMapping
 from turnkeeper.kernel.session.records import SnapshotRef
 from turnkeeper.runtime.workspaces.gitcmd import SNAPSHOT_REF_PREFIX, git, private_git_dir
 from turnkeeper.runtime.workspaces.workspace import git_revision
@@ -408,7 +408,7 @@ def remove_all(workspace: Path, session_id: str) -> None:
 
 def artifact_path(
     host_kind: str,
-    host_config: Mapping[str, Any],
+    host_config: JsonMapping,
     handle: str | None,
     workspace: Path,
     reported: str | None = None,
