@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -93,44 +93,48 @@ class StreamCodec(Generic[StateT, EventT]):
         return self.fold_events(self.decode_event(r) for r in records)
 
 
-# What a stream kind's events register in the entity index (runtime/services/goals.py, sessions.py).
-Indexer = Callable[[Sequence[Any]], Sequence[IndexEntry]]
+class FoldsKind(Protocol):
+    """One stream kind as :class:`KernelFolder` folds it, whatever its state and event
+    types: the folder holds every kind in one table, so it sees them only through
+    what a kind does with the store's records and projection texts."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def projection_schema_version(self) -> int: ...
+
+    def fold(self, events: Sequence[EventRecord]) -> str: ...
+
+    def fold_with_index(self, events: Sequence[EventRecord]) -> tuple[str, list[IndexEntry]]: ...
+
+    def same_decoded_state(self, a: str, b: str) -> bool: ...
 
 
-class KernelFolder:
-    """The store's view of every stream kind the kernel knows."""
+@dataclass(frozen=True)
+class KindFolding(Generic[StateT, EventT]):
+    """A stream kind's codec with what its events register in the entity index
+    (runtime/services/goals.py, sessions.py; None: nothing), the two typed together."""
 
-    def __init__(
-        self,
-        codecs: Iterable[StreamCodec[Any, Any]],
-        indexers: Mapping[str, Indexer] | None = None,
-    ):
-        self._codecs = {codec.kind: codec for codec in codecs}
-        self._indexers = dict(indexers or {})
+    codec: StreamCodec[StateT, EventT]
+    indexer: Callable[[Sequence[EventT]], Sequence[IndexEntry]] | None = None
 
-    def codec(self, kind: str) -> StreamCodec[Any, Any]:
-        try:
-            return self._codecs[kind]
-        except KeyError:
-            raise NotFound(f"unknown stream kind {kind!r}", reason="unknown_stream_kind") from None
+    @property
+    def kind(self) -> str:
+        return self.codec.kind
 
-    def projection_schema_version(self, kind: str) -> int:
-        return self.codec(kind).projection_schema_version
+    @property
+    def projection_schema_version(self) -> int:
+        return self.codec.projection_schema_version
 
-    def fold(self, kind: str, events: Sequence[EventRecord]) -> str:
-        codec = self.codec(kind)
-        return codec.encode_state(codec.fold_records(events))
+    def fold(self, events: Sequence[EventRecord]) -> str:
+        return self.codec.encode_state(self.codec.fold_records(events))
 
-    def fold_with_index(
-        self, kind: str, events: Sequence[EventRecord]
-    ) -> tuple[str, list[IndexEntry]]:
-        """The fold and the index entries the events register, decoding each event once
-        (``verify`` recomputes the entity index from them)."""
-        codec = self.codec(kind)
-        indexer = self._indexers.get(kind)
+    def fold_with_index(self, events: Sequence[EventRecord]) -> tuple[str, list[IndexEntry]]:
+        codec, indexer = self.codec, self.indexer
         entries: list[IndexEntry] = []
 
-        def decoded() -> Iterable[Any]:
+        def decoded() -> Iterable[EventT]:
             for record in events:
                 event = codec.decode_event(record)
                 if indexer is not None:
@@ -138,6 +142,41 @@ class KernelFolder:
                 yield event
 
         return codec.encode_state(codec.fold_events(decoded())), entries
+
+    def same_decoded_state(self, a: str, b: str) -> bool:
+        """Whether the two projection texts decode to equal states (False: one does not
+        decode); a field added since a projection was written decodes to its default."""
+        codec = self.codec
+        try:
+            return bool(codec.decode_state(codec.kind, a) == codec.decode_state(codec.kind, b))
+        except DataLoss:
+            return False
+
+
+class KernelFolder:
+    """The store's view of every stream kind the kernel knows."""
+
+    def __init__(self, kinds: Iterable[FoldsKind]):
+        self._kinds = {folding.kind: folding for folding in kinds}
+
+    def _kind(self, kind: str) -> FoldsKind:
+        try:
+            return self._kinds[kind]
+        except KeyError:
+            raise NotFound(f"unknown stream kind {kind!r}", reason="unknown_stream_kind") from None
+
+    def projection_schema_version(self, kind: str) -> int:
+        return self._kind(kind).projection_schema_version
+
+    def fold(self, kind: str, events: Sequence[EventRecord]) -> str:
+        return self._kind(kind).fold(events)
+
+    def fold_with_index(
+        self, kind: str, events: Sequence[EventRecord]
+    ) -> tuple[str, list[IndexEntry]]:
+        """The fold and the index entries the events register, decoding each event once
+        (``verify`` recomputes the entity index from them)."""
+        return self._kind(kind).fold_with_index(events)
 
     def same_state(self, kind: str, a: str, b: str) -> bool:
         # Compare parsed JSON, so key order and spacing never count as a mismatch; then
@@ -148,8 +187,4 @@ class KernelFolder:
                 return True
         except json.JSONDecodeError:
             return False
-        codec = self.codec(kind)
-        try:
-            return bool(codec.decode_state(kind, a) == codec.decode_state(kind, b))
-        except DataLoss:
-            return False
+        return self._kind(kind).same_decoded_state(a, b)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turnkeeper.runtime.log.codec import KernelFolder
+from turnkeeper.runtime.log.codec import KernelFolder, KindFolding
 from turnkeeper.runtime.services.access import ACCESS_CODEC
 from turnkeeper.runtime.services.extension_settings import EXTENSIONS_CODEC
 from turnkeeper.runtime.services.goals import GOAL_CODEC, index_entries
@@ -13,6 +13,10 @@ def kernel_folder() -> KernelFolder:
     # The access stream (API tokens and shares) and the extension settings are
     # verified and repaired like the rest.
     return KernelFolder(
-        [GOAL_CODEC, SESSION_CODEC, ACCESS_CODEC, EXTENSIONS_CODEC],
-        indexers={GOAL_CODEC.kind: index_entries, SESSION_CODEC.kind: session_index},
+        [
+            KindFolding(GOAL_CODEC, index_entries),
+            KindFolding(SESSION_CODEC, session_index),
+            KindFolding(ACCESS_CODEC),
+            KindFolding(EXTENSIONS_CODEC),
+        ]
     )
