@@ -15,7 +15,9 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from turnkeeper.errors import Aborted, StreamConflict, TurnkeeperError, Unavailable
 from turnkeeper.runtime.log.codec import EventT, StateT, StreamCodec
@@ -99,14 +101,16 @@ class _StateCache:
 
     def __init__(self, capacity: int = 2048) -> None:
         self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], tuple[int, Any]] = OrderedDict()
+        # Every kind's states in one table: a reader checks a state is its codec's
+        # state type (``_cached``), so the cache itself need not know any.
+        self._entries: OrderedDict[tuple[str, str], tuple[int, object]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, kind: str, stream_id: str) -> tuple[int, Any] | None:
+    def get(self, kind: str, stream_id: str) -> tuple[int, object] | None:
         with self._lock:
             return self._entries.get((kind, stream_id))
 
-    def put(self, kind: str, stream_id: str, head: int, state: Any) -> None:
+    def put(self, kind: str, stream_id: str, head: int, state: object) -> None:
         with self._lock:
             key = (kind, stream_id)
             known = self._entries.get(key)
@@ -130,14 +134,27 @@ def _cache_of(store: EventStore) -> _StateCache:
         return cache
 
 
+def _cached(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
+) -> tuple[StateT, int] | None:
+    """The stream's cached state and the head it holds, if any. The cache keeps every
+    kind's states under their kind, so one found under ``codec.kind`` is always a
+    ``codec.state_type``: the check only says so to the type checker."""
+    cached = _cache_of(store).get(codec.kind, stream_id)
+    if cached is None:
+        return None
+    head, state = cached
+    return (state, head) if isinstance(state, codec.state_type) else None
+
+
 def load_stream(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
 ) -> tuple[StateT | None, int]:
     """The stream's state and head: its projection plus any tail not yet folded in."""
     cache = _cache_of(store)
-    cached = cache.get(codec.kind, stream_id)
-    if cached is not None and store.head(stream_id) == cached[0]:
-        return cast(StateT, cached[1]), cached[0]
+    cached = _cached(store, codec, stream_id)
+    if cached is not None and store.head(stream_id) == cached[1]:
+        return cached
     state, head = _read_stream_state(store, codec, stream_id)
     if state is not None:
         cache.put(codec.kind, stream_id, head, state)
@@ -155,9 +172,9 @@ def _state_for_write(
     is confirmed by :func:`_unconfirmed_and_moved` before it is returned.
     """
     if optimistic:
-        cached = _cache_of(store).get(codec.kind, stream_id)
+        cached = _cached(store, codec, stream_id)
         if cached is not None:
-            return cast(StateT, cached[1]), cached[0], False
+            return cached[0], cached[1], False
     state, head = load_stream(store, codec, stream_id)
     return state, head, True
 
@@ -261,6 +278,29 @@ def _append(
 
 
 @dataclass(frozen=True)
+class PlannedAppend:
+    """One plan's decision, whatever its stream's kind: its share of the commit (None:
+    it decided nothing), the state it leaves, and that state's head."""
+
+    part: StreamAppend | None
+    state: BaseModel | None
+    head_seq: int
+
+
+class MultiStreamPlan(Protocol):
+    """What :func:`decide_and_append_many` asks of each plan (a :class:`StreamPlan` of
+    any kind): one commit holds streams of different state and event types."""
+
+    @property
+    def stream_id(self) -> str: ...
+
+    def decide_on(self, store: EventStore, optimistic: bool) -> PlannedAppend | None:
+        """The plan decided on its stream's state, or None: decided on a cached state
+        that proved stale, decide again."""
+        ...
+
+
+@dataclass(frozen=True)
 class StreamPlan(Generic[StateT, EventT]):
     """One stream's share of an atomic multi-stream write: how to decide its events."""
 
@@ -269,69 +309,70 @@ class StreamPlan(Generic[StateT, EventT]):
     decide: Callable[[StateT | None], Sequence[EventT]]
     index: Callable[[Sequence[EventT]], Sequence[IndexEntry]] = lambda _: ()
 
+    def decide_on(self, store: EventStore, optimistic: bool) -> PlannedAppend | None:
+        codec, stream_id = self.codec, self.stream_id
+        state, head, confirmed = _state_for_write(store, codec, stream_id, optimistic)
+        try:
+            events = list(self.decide(state))
+        except TurnkeeperError:
+            if _unconfirmed_and_moved(store, stream_id, head, confirmed):
+                return None  # rejected on a stale cached state: judge the current one
+            raise
+        if not events:
+            if _unconfirmed_and_moved(store, stream_id, head, confirmed):
+                return None
+            return PlannedAppend(part=None, state=state, head_seq=head)
+        after = state
+        for event in events:
+            after = codec.evolve_event(after, event)
+        assert after is not None  # an event always yields a state
+        part = StreamAppend(
+            stream_id=stream_id,
+            kind=codec.kind,
+            expected_seq=head,
+            events=tuple(codec.encode_event(e) for e in events),
+            projection_state=codec.encode_state(after),
+            projection_schema_version=codec.projection_schema_version,
+            index=tuple(self.index(events)),
+        )
+        return PlannedAppend(part=part, state=after, head_seq=head + len(events))
+
 
 def decide_and_append_many(
-    store: EventStore, plans: Sequence[StreamPlan[Any, Any]], *, durable: bool = True
-) -> list[Appended[Any, Any]]:
+    store: EventStore, plans: Sequence[MultiStreamPlan], *, durable: bool = True
+) -> None:
     """Decide every plan on its stream's current state and append all of it in one
     atomic commit (``EventStore.append_many``); on a conflict, read and decide again.
 
     Plans whose decision is empty write nothing; a typed rejection from any plan
     writes nothing at all.
     """
-    return _riding_out(lambda: _decide_and_append_many(store, plans, durable=durable))
+    _riding_out(lambda: _decide_and_append_many(store, plans, durable=durable))
 
 
 def _decide_and_append_many(
-    store: EventStore, plans: Sequence[StreamPlan[Any, Any]], *, durable: bool
-) -> list[Appended[Any, Any]]:
+    store: EventStore, plans: Sequence[MultiStreamPlan], *, durable: bool
+) -> None:
     for attempt in range(MAX_CONFLICT_RETRIES):
-        results: list[Appended[Any, Any]] = []
-        parts: list[StreamAppend] = []
-        stale = False
+        planned: list[PlannedAppend] = []
         for plan in plans:
-            state, head, confirmed = _state_for_write(
-                store, plan.codec, plan.stream_id, attempt == 0
-            )
-            try:
-                events = list(plan.decide(state))
-            except TurnkeeperError:
-                if _unconfirmed_and_moved(store, plan.stream_id, head, confirmed):
-                    stale = True  # rejected on a stale cached state: judge the current one
-                    break
-                raise
-            if not events and _unconfirmed_and_moved(store, plan.stream_id, head, confirmed):
-                stale = True
+            decided = plan.decide_on(store, attempt == 0)
+            if decided is None:
                 break
-            after = state
-            for event in events:
-                after = plan.codec.evolve_event(after, event)
-            results.append(Appended(events=events, state=after, head_seq=head + len(events)))
-            if events:
-                parts.append(
-                    StreamAppend(
-                        stream_id=plan.stream_id,
-                        kind=plan.codec.kind,
-                        expected_seq=head,
-                        events=tuple(plan.codec.encode_event(e) for e in events),
-                        projection_state=plan.codec.encode_state(after),
-                        projection_schema_version=plan.codec.projection_schema_version,
-                        index=tuple(plan.index(events)),
-                    )
-                )
-        if stale:
-            continue
-        if not parts:
-            return results
-        try:
-            store.append_many(parts, durable=durable)
-        except StreamConflict:
-            continue  # another writer moved one of the streams: decide all again
-        cache = _cache_of(store)
-        for plan, done in zip(plans, results, strict=True):
-            if done.events and done.state is not None:
-                cache.put(plan.codec.kind, plan.stream_id, done.head_seq, done.state)
-        return results
+            planned.append(decided)
+        else:
+            parts = [p.part for p in planned if p.part is not None]
+            if not parts:
+                return
+            try:
+                store.append_many(parts, durable=durable)
+            except StreamConflict:
+                continue  # another writer moved one of the streams: decide all again
+            cache = _cache_of(store)
+            for done in planned:
+                if done.part is not None and done.state is not None:
+                    cache.put(done.part.kind, done.part.stream_id, done.head_seq, done.state)
+            return
     raise Aborted(
         f"{[p.stream_id for p in plans]}: gave up after {MAX_CONFLICT_RETRIES} conflicts",
         reason="contention",
