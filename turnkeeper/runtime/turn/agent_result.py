@@ -22,8 +22,8 @@ durable, so a later protocol can tell the results written under this one.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -105,7 +105,7 @@ class AgentResult(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_typos(cls, data: Any) -> Any:
+    def _no_typos(cls, data: object) -> object:
         if not isinstance(data, Mapping):
             raise PydanticCustomError("malformed_result", "a result is a JSON object")
         typo = _typo(data)
@@ -115,7 +115,7 @@ class AgentResult(BaseModel):
 
     @field_validator("proposals", mode="before")
     @classmethod
-    def _kernel_proposals(cls, value: Any) -> Any:
+    def _kernel_proposals(cls, value: object) -> list[GoalProposal]:
         """Each proposal through the kernel's own parser, so its limits and reasons are
         the same as ``turnkeeper propose``'s."""
         try:
@@ -130,10 +130,11 @@ class _RefusedError(Exception):
         self.field, self.reason, self.message = field, reason, message
 
 
-def _typo(data: Mapping[Any, Any]) -> tuple[str, str] | None:
-    """(key, why) for the first unknown key that is a near miss of an acting field."""
+def _typo(keys: Iterable[object]) -> tuple[str, str] | None:
+    """(key, why) for the first unknown key (of a result's) that is a near miss of an
+    acting field."""
     known = (*ACTING_FIELDS, *INFORMATIONAL_FIELDS)
-    for key in data:
+    for key in keys:
         if not isinstance(key, str) or key in known:
             continue
         near = difflib.get_close_matches(key, ACTING_FIELDS, n=1, cutoff=_TYPO_CUTOFF)
@@ -142,7 +143,7 @@ def _typo(data: Mapping[Any, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _proposals(value: Any) -> list[GoalProposal]:
+def _proposals(value: object) -> list[GoalProposal]:
     if not isinstance(value, list):
         raise _RefusedError("proposals", "malformed_result", "must be a list of proposals")
     parsed: list[GoalProposal] = []
@@ -180,8 +181,9 @@ class MalformedResult(InvalidArgument):
         )
 
 
-def parse_result(raw: Mapping[str, Any]) -> AgentResult:
-    """The typed result, or :class:`MalformedResult` naming what is wrong."""
+def parse_result(raw: object) -> AgentResult:
+    """The typed result, or :class:`MalformedResult` naming what is wrong. ``raw`` is
+    whatever the host reported (a result that is not a JSON object is refused too)."""
     # A typo and a refused proposal are found first, to name their field exactly
     # (inside the model's validation they could only name the result or the list).
     if isinstance(raw, Mapping):
