@@ -15,11 +15,8 @@ A crash point sits after each step, so tests can SIGKILL the real process there.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -75,6 +72,7 @@ from turnkeeper.runtime.turn.host_receipts import bounded_result as _bounded_res
 from turnkeeper.runtime.turn.lease_keeper import LEASE_SECONDS, LeaseKeeper, renewing
 from turnkeeper.runtime.turn.run_progress import TurnWatcher
 from turnkeeper.runtime.turn.runner_link import Reattached, forget_turn
+from turnkeeper.runtime.turn.running_hosts import RunningHost, RunningHosts
 from turnkeeper.runtime.turn.writeback import (
     PreparedWriteBack,
     claim_owner,
@@ -109,14 +107,6 @@ class DriverConfig:
     turn_limits: TurnLimits = field(default_factory=TurnLimits)
     # When the controller acts (lease renewals); leases expire by the store's clock.
     clock: Clock = SYSTEM_CLOCK
-
-
-@dataclass(frozen=True)
-class RunningHost:
-    turn_id: str
-    session_id: str
-    pid: int
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -162,9 +152,7 @@ class TurnDriver:
             self._config.clock,
         )
         # Hosts running now, by turn id: what a second SIGINT ends (runtime/control/stopping.py).
-        self._running: dict[str, tuple[str, HostRun, float]] = {}
-        self._running_lock = threading.Lock()
-        self._exiting = threading.Event()
+        self._hosts = RunningHosts()
         # Who is told of each host start and event as the pump sees it (``run``'s display).
         self.watcher: TurnWatcher | None = None
 
@@ -242,7 +230,7 @@ class TurnDriver:
         """Journal a started host's events after ``after_seq`` until it ends, then its
         outcome."""
         sid = session.session_id
-        with self._tracking(sid, envelope.turn_id, run):
+        with self._hosts.tracking(sid, envelope.turn_id, run):
             try:
                 outcome = self._pump(session, envelope, run, after_seq)
             except BaseException:
@@ -250,7 +238,7 @@ class TurnDriver:
                 # signal): its host must not run on unwatched.
                 run.kill_tree()
                 raise
-        if self._exiting.is_set():
+        if self._hosts.exiting():
             # The process exits by its signal any moment now (the handler that ended
             # the host sends it next): record nothing more.
             raise SystemExit(f"turn {envelope.turn_id} ended by the control plane's exit")
@@ -260,40 +248,16 @@ class TurnDriver:
 
     # --- the hosts running now -----------------------------------------------------------
 
-    @contextmanager
-    def _tracking(self, sid: str, turn_id: str, run: HostRun) -> Iterator[None]:
-        with self._running_lock:
-            self._running[turn_id] = (sid, run, time.monotonic())
-        try:
-            yield
-        finally:
-            with self._running_lock:
-                self._running.pop(turn_id, None)
-
     def running_hosts(self) -> list[RunningHost]:
         """The hosts running now: which turn of which session, for how long."""
-        now = time.monotonic()
-        with self._running_lock:
-            items = list(self._running.items())
-        return [
-            RunningHost(turn_id=tid, session_id=sid, pid=run.identity.pid, seconds=now - since)
-            for tid, (sid, run, since) in items
-        ]
+        return self._hosts.listed()
 
     def kill_running_hosts(self) -> list[str]:
         """End every running host's whole process tree (a second SIGINT, the process
         about to exit); their turn ids. From now on no turn records its host's end:
         the host died of our kill, not of its own failure, and the next run recovers
         the turn as lost (its continuation tells the agent to reconcile)."""
-        self._exiting.set()
-        with self._running_lock:
-            items = list(self._running.items())
-        for turn_id, (_, run, _) in items:
-            try:
-                run.kill_tree()
-            except Exception:  # one tree that cannot be ended must not spare the others
-                log.exception("turn %s: ending the host's process tree failed", turn_id)
-        return [tid for tid, _ in items]
+        return self._hosts.kill_all()
 
     def _claim(
         self, session: SessionState, envelope: TurnEnvelope

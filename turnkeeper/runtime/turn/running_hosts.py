@@ -1,0 +1,78 @@
+"""The hosts a turn driver runs now: which turn of which session, since when, and how
+to end all of them at once.
+
+Kept apart from the driver (runtime/turn/driver.py), which takes one turn through its
+steps: this is the view across every turn in flight that ``run``'s display and a
+second SIGINT read (runtime/control/stopping.py), with its own lock, and it knows
+nothing of a turn's steps. Once :meth:`RunningHosts.kill_all` has run, the process is
+exiting: the driver records no host's end from then on (the host died of our kill, not
+of its own failure).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from turnkeeper.hosts import HostRun
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunningHost:
+    turn_id: str
+    session_id: str
+    pid: int
+    seconds: float
+
+
+class RunningHosts:
+    """The hosts running now, by turn id; thread-safe (each session's turn runs on a
+    thread of its own)."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, tuple[str, HostRun, float]] = {}
+        self._lock = threading.Lock()
+        self._exiting = threading.Event()
+
+    @contextmanager
+    def tracking(self, sid: str, turn_id: str, run: HostRun) -> Iterator[None]:
+        """``run`` is listed as turn ``turn_id`` of session ``sid`` while in the block."""
+        with self._lock:
+            self._running[turn_id] = (sid, run, time.monotonic())
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.pop(turn_id, None)
+
+    def exiting(self) -> bool:
+        """Whether :meth:`kill_all` has run: the process exits by its signal soon."""
+        return self._exiting.is_set()
+
+    def listed(self) -> list[RunningHost]:
+        """The hosts running now: which turn of which session, for how long."""
+        now = time.monotonic()
+        with self._lock:
+            items = list(self._running.items())
+        return [
+            RunningHost(turn_id=tid, session_id=sid, pid=run.identity.pid, seconds=now - since)
+            for tid, (sid, run, since) in items
+        ]
+
+    def kill_all(self) -> list[str]:
+        """End every running host's whole process tree; their turn ids."""
+        self._exiting.set()
+        with self._lock:
+            items = list(self._running.items())
+        for turn_id, (_, run, _) in items:
+            try:
+                run.kill_tree()
+            except Exception:  # one tree that cannot be ended must not spare the others
+                log.exception("turn %s: ending the host's process tree failed", turn_id)
+        return [tid for tid, _ in items]
