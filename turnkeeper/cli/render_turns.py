@@ -1,18 +1,28 @@
 """Rich renderings of a session's turns (``turn list``, ``turn show``) and one line of
-text for any host event (``logs``)."""
+text for any host event (``logs``).
+
+They read the turns as ``runtime/services/turn_listing.py`` folds them (``TurnInfo``),
+not their JSON: what ``--json`` prints is the same fold dumped.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from rich import box
 from rich.table import Table
 
 from turnkeeper.cli.output import console, safe
+from turnkeeper.kernel.session import events as ev
 from turnkeeper.runtime.turn.run_progress import duration, message_text
+
+if TYPE_CHECKING:
+    from turnkeeper.json_types import JsonMapping
+    from turnkeeper.kernel.session.records import ReceiptFailure, ReceiptSuccess
+    from turnkeeper.runtime.services.turn_listing import EffectEvent, JournaledEvent, TurnInfo
 
 # The most of an event's data a line shows.
 MAX_EVENT_TEXT: Final = 300
@@ -30,7 +40,7 @@ _OUTCOME: Final = {
 _TELLING_FIELDS: Final = ("message", "summary", "command", "path", "handle", "name")
 
 
-def event_text(kind: str, data: Mapping[str, Any]) -> str:
+def event_text(kind: str, data: JsonMapping) -> str:
     """What an event says, in one line: the agent's words, an error, a command..."""
     said = message_text(kind, data)
     if said is not None:
@@ -54,7 +64,7 @@ def _short(reason: str | None, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def render_turn_list(session_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+def render_turn_list(session_id: str, turns: Sequence[TurnInfo], now: datetime) -> None:
     # A session holds tens or hundreds of turns, not thousands of rows: Rich's own
     # Table, whose columns can keep a turn id whole and give the reason what is left.
     table = Table(
@@ -70,85 +80,80 @@ def render_turn_list(session_id: str, rows: Sequence[Mapping[str, Any]]) -> None
     beside = console.width >= WIDE_SCREEN
     if beside:
         table.add_column("reason", no_wrap=True, overflow="ellipsis")
-    for row in rows:
-        kind = row["kind"] if row["attempt"] == 1 else f"{row['kind']} #{row['attempt']}"
-        started = datetime.fromisoformat(row["started_at"]).astimezone()
+    for turn in turns:
+        env = turn.envelope
+        kind = env.kind if env.attempt == 1 else f"{env.kind} #{env.attempt}"
         table.add_row(
-            safe(row["turn_id"]),
-            str(row["number"]),
+            safe(turn.turn_id),
+            str(turn.number),
             safe(kind),
-            safe(row["todo_id"] or "-"),
-            _outcome(row["outcome"]),
-            started.strftime("%H:%M:%S"),
-            duration(row["elapsed_seconds"]),
-            str(row["host_events"]),
-            *([safe(_short(row["reason"], MAX_REASON_IN_LIST))] if beside else []),
+            safe(env.todo_id or "-"),
+            _outcome(turn.outcome),
+            turn.started.astimezone().strftime("%H:%M:%S"),
+            # Rounded as ``--json`` rounds it.
+            duration(round(turn.elapsed_seconds(now), 3)),
+            str(turn.host_events),
+            *([safe(_short(turn.reason, MAX_REASON_IN_LIST))] if beside else []),
         )
     console.print(table)
-    if not rows:
+    if not turns:
         console.print("  no turns yet")
-    for row in rows if not beside else ():
-        if row["reason"]:
-            room = console.width - len(row["turn_id"]) - len(row["outcome"]) - 6
-            why = _short(row["reason"], max(20, room))
-            console.print(f"  {safe(row['turn_id'])} [red]{safe(row['outcome'])}[/]: {safe(why)}")
+    for turn in turns if not beside else ():
+        if turn.reason:
+            room = console.width - len(turn.turn_id) - len(turn.outcome) - 6
+            why = _short(turn.reason, max(20, room))
+            console.print(f"  {safe(turn.turn_id)} [red]{safe(turn.outcome)}[/]: {safe(why)}")
 
 
-def render_turn(detail: Mapping[str, Any], *, total_events: int) -> None:
-    env = detail["envelope"]
+def render_turn(turn: TurnInfo, *, last_events: int | None) -> None:
+    """``turn show``: ``last_events`` as ``TurnInfo.shown_events`` takes it."""
+    env = turn.envelope
     console.print(
-        f"[bold]turn {safe(detail['turn_id'])}[/]  #{detail['number']}  "
-        f"{safe(env['kind'])} (attempt {env['attempt']})  {_outcome(detail['outcome'])}"
+        f"[bold]turn {safe(turn.turn_id)}[/]  #{turn.number}  "
+        f"{safe(env.kind)} (attempt {env.attempt})  {_outcome(turn.outcome)}"
     )
     console.print(
-        f"  session {safe(env['session_id'])}  goal {safe(env['goal_id'])}  "
-        f"todo {safe(env['todo_id'] or '-')}  generation {env['generation']}"
+        f"  session {safe(env.session_id)}  goal {safe(env.goal_id)}  "
+        f"todo {safe(env.todo_id or '-')}  generation {env.generation}"
     )
-    host = detail["host"]
-    if host["kind"] is not None:
-        console.print(f"  host {safe(host['kind'])} pid {host['pid']}")
-    if env.get("recovers_turn_id"):
-        console.print(f"  recovers turn {safe(env['recovers_turn_id'])}")
-    if detail["reason"]:
-        kind = detail["error_kind"] or detail["outcome"]
-        console.print(f"  [red]why[/]: {safe(kind)}: {safe(detail['reason'], lines=True)}")
+    if turn.host_kind is not None:
+        console.print(f"  host {safe(turn.host_kind)} pid {turn.host_pid}")
+    if env.recovers_turn_id:
+        console.print(f"  recovers turn {safe(env.recovers_turn_id)}")
+    if turn.reason:
+        kind = turn.error_kind or turn.outcome
+        console.print(f"  [red]why[/]: {safe(kind)}: {safe(turn.reason, lines=True)}")
     console.print("[bold]Steps[/]")
-    started = detail["started_at"]
-    for step in detail["phases"]:
-        at = step["at"]
-        console.print(f"  {safe(step['phase']):<13} {safe(at[:23])}{_since(started, at)}")
+    for phase, at in turn.phases.items():
+        console.print(f"  {safe(phase):<13} {safe(at.isoformat()[:23])}{_since(turn.started, at)}")
     console.print("[bold]Instructions sent[/]")
-    console.print(_indented(env["instructions"]))
-    if env.get("reconcile_note"):
-        console.print(_indented(env["reconcile_note"]))
-    _render_receipt(detail["receipt"])
-    _render_events(detail["events"], total_events)
-    if detail["written_back"]:
-        wb = detail["written_back"]
+    console.print(_indented(env.instructions))
+    if env.reconcile_note:
+        console.print(_indented(env.reconcile_note))
+    _render_receipt(turn.receipt)
+    _render_events(turn.shown_events(last_events), turn.host_events)
+    wb = turn.written_back
+    if wb is not None:
         console.print(
-            f"[bold]Written back[/]: {len(wb.get('accepted', ()))} accepted, "
-            f"{len(wb.get('rejected', ()))} rejected, progress {wb.get('progress')}"
+            f"[bold]Written back[/]: {len(wb.accepted)} accepted, "
+            f"{len(wb.rejected)} rejected, progress {wb.progress}"
         )
-        for rejected in wb.get("rejected", ()):
-            console.print(
-                f"  rejected {safe(rejected['proposal_id'])}: {safe(rejected.get('reason', ''))}"
-            )
-    if detail["effects"]:
+        for rejected in wb.rejected:
+            console.print(f"  rejected {safe(rejected.proposal_id)}: {safe(rejected.reason)}")
+    if turn.effects:
         console.print("[bold]Effects[/]")
-        for effect in detail["effects"]:
+        for effect in turn.effects:
             console.print(f"  {safe(_effect_line(effect))}")
-    snap = detail["snapshot"]
+    snap = turn.snapshot
     if snap is not None:
-        commit = (snap.get("workspace_commit") or "-")[:12]
-        console.print(
-            f"[bold]Snapshot[/]: {safe(snap.get('snapshot_ref') or '-')} commit {safe(commit)}"
-        )
-        if snap.get("snapshot_failed"):
-            console.print(f"  [red]no snapshot[/]: {safe(snap['snapshot_failed'])}")
+        commit = (snap.workspace_commit or "-")[:12]
+        console.print(f"[bold]Snapshot[/]: {safe(snap.snapshot_ref or '-')} commit {safe(commit)}")
+        if snap.snapshot_failed:
+            console.print(f"  [red]no snapshot[/]: {safe(snap.snapshot_failed)}")
 
 
-def _since(started: str, at: str) -> str:
-    seconds = (datetime.fromisoformat(at) - datetime.fromisoformat(started)).total_seconds()
+def _since(started: datetime, at: datetime) -> str:
+    seconds = (at - started).total_seconds()
     return f"  (+{seconds:.1f}s)" if seconds > 0 else ""
 
 
@@ -156,40 +161,47 @@ def _indented(text: str) -> str:
     return "\n".join(f"  {safe(line)}" for line in text.splitlines() or [""])
 
 
-def _render_receipt(receipt: Mapping[str, Any] | None) -> None:
+def _render_receipt(receipt: ReceiptSuccess | ReceiptFailure | None) -> None:
     if receipt is None:
         console.print("[bold]Receipt[/]: none yet")
         return
-    if receipt.get("outcome") == "failure":
+    if receipt.outcome == "failure":
         console.print(
-            f"[bold]Receipt[/]: [red]failure[/] in {safe(receipt.get('failed_phase'))}: "
-            f"{safe(receipt.get('error_kind'))}, exit code {_or_dash(receipt.get('exit_code'))}, "
-            f"signal {_or_dash(receipt.get('signal'))}"
+            f"[bold]Receipt[/]: [red]failure[/] in {safe(receipt.failed_phase)}: "
+            f"{safe(receipt.error_kind)}, exit code {_or_dash(receipt.exit_code)}, "
+            f"signal {_or_dash(receipt.signal)}"
         )
-        console.print(_indented(str(receipt.get("message") or "(no message)")))
+        console.print(_indented(receipt.message or "(no message)"))
         return
-    result = receipt.get("result") or {}
     console.print("[bold]Receipt[/]: [green]success[/]")
-    console.print(_indented(json.dumps(result, indent=2, sort_keys=True)))
+    console.print(_indented(json.dumps(receipt.result, indent=2, sort_keys=True)))
 
 
 def _or_dash(value: object) -> str:
     return "-" if value is None else safe(value)
 
 
-def _render_events(events: Sequence[Mapping[str, Any]], total: int) -> None:
+def _render_events(events: Sequence[JournaledEvent], total: int) -> None:
     which = f"the last {len(events)} of {total}" if len(events) < total else f"all {total}"
     console.print(f"[bold]Host events[/] ({which})")
     for event in events:
-        at = str(event["at"])[11:19]
-        text = event_text(event["kind"], event["data"])
-        console.print(f"  {safe(at)} #{event['seq']:<4} {safe(event['kind']):<16} {safe(text)}")
+        at = event.at.isoformat()[11:19]
+        text = event_text(event.kind, event.data)
+        console.print(f"  {safe(at)} #{event.seq:<4} {safe(event.kind):<16} {safe(text)}")
 
 
-def _effect_line(effect: Mapping[str, Any]) -> str:
-    kind = str(effect.get("type", "")).removeprefix("turn.")
-    parts = [kind, str(effect.get("effect_id", ""))]
-    for key in ("provider", "outcome", "reason", "detail"):
-        if effect.get(key):
-            parts.append(f"{key} {effect[key]}")
+def _effect_line(effect: EffectEvent) -> str:
+    # The fields that say what became of the effect, as each kind of record has them.
+    told: dict[str, str] = {}
+    if isinstance(effect, ev.EffectIntended):
+        told = {"provider": effect.provider}
+    elif isinstance(effect, ev.EffectResolved):
+        told = {"outcome": effect.outcome}
+    elif isinstance(effect, ev.EffectRejected):
+        told = {"provider": effect.provider, "reason": effect.reason, "detail": effect.detail}
+    effect_id = "" if isinstance(effect, ev.EffectsRecorded) else effect.effect_id
+    parts = [effect.type.removeprefix("turn."), effect_id]
+    for key, value in told.items():
+        if value:
+            parts.append(f"{key} {value}")
     return " ".join(p for p in parts if p)

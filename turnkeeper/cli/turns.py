@@ -52,13 +52,12 @@ def turn_list(session_id: str, as_json: bool = JsonOption) -> None:
         sid = sessions.resolve_id(session_id)
         turns = list_turns(store, sid)
         now = sessions.now()
-    rows = [t.summary_json(now) for t in turns]
     if as_json:
-        print_json({"session_id": sid, "turns": rows})
+        print_json({"session_id": sid, "turns": [t.summary_json(now) for t in turns]})
         return
     from turnkeeper.cli.render_turns import render_turn_list
 
-    render_turn_list(sid, rows)
+    render_turn_list(sid, turns, now)
 
 
 @turn_app.command("show")
@@ -90,13 +89,12 @@ def turn_show(
         sid, tid = find_turn(store, turn_id)
         turn = show_turn(store, sid, tid)
         now = SessionService(store).now()
-    detail = turn.detail_json(now, events)
     if as_json:
-        print_json(detail)
+        print_json(turn.detail_json(now, events))
         return
     from turnkeeper.cli.render_turns import render_turn
 
-    render_turn(detail, total_events=turn.host_events)
+    render_turn(turn, last_events=events)
 
 
 def _event_line(event: JournaledEvent) -> str:

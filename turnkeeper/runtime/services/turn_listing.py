@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from turnkeeper.errors import InvalidArgument, NotFound
-from turnkeeper.kernel.session import TurnEnvelope
+from turnkeeper.json_types import JsonDict
+from turnkeeper.kernel.session import SessionEvent, TurnEnvelope
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.records import ReceiptFailure, ReceiptSuccess, SnapshotRef
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SESSION_KIND, session_stream
@@ -39,6 +40,8 @@ PHASE_OF: Final = {
 }
 # Where a turn ends, and the outcome it then has.
 _TERMINAL: Final = ("completed", "failed", "lost", "abandoned")
+# A turn's effects, as its stream records them (``turn show`` lists them in order).
+EffectEvent = ev.EffectIntended | ev.EffectResolved | ev.EffectRejected | ev.EffectsRecorded
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,9 @@ class JournaledEvent:
     turn_id: str
     seq: int  # the host's own sequence number within the turn
     kind: str
-    data: dict[str, Any]
+    data: JsonDict
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JsonDict:
         return {
             "stream_seq": self.stream_seq,
             "at": self.at.isoformat(),
@@ -79,8 +82,8 @@ class TurnInfo:
     host_events: int = 0
     last_event_at: datetime | None = None
     receipt: ReceiptSuccess | ReceiptFailure | None = None
-    written_back: dict[str, Any] | None = None
-    effects: list[dict[str, Any]] = field(default_factory=list)
+    written_back: ev.WrittenBack | None = None
+    effects: list[EffectEvent] = field(default_factory=list)
     snapshot: SnapshotRef | None = None
     events: list[JournaledEvent] = field(default_factory=list)
 
@@ -100,7 +103,12 @@ class TurnInfo:
     def last_step(self) -> datetime:
         return max(self.phases.values())
 
-    def summary_json(self, now: datetime) -> dict[str, Any]:
+    def shown_events(self, last_events: int | None) -> list[JournaledEvent]:
+        """The host events ``turn show --events N`` shows: the last N (as a slice, so 0
+        shows them all, as it always has), all of them for None."""
+        return self.events if last_events is None else self.events[-last_events:]
+
+    def summary_json(self, now: datetime) -> JsonDict:
         env = self.envelope
         return {
             "turn_id": self.turn_id,
@@ -118,8 +126,13 @@ class TurnInfo:
             "host_events": self.host_events,
         }
 
-    def detail_json(self, now: datetime, last_events: int | None) -> dict[str, Any]:
-        shown = self.events if last_events is None else self.events[-last_events:]
+    def detail_json(self, now: datetime, last_events: int | None) -> JsonDict:
+        shown = self.shown_events(last_events)
+        written_back = (
+            self.written_back.model_dump(mode="json", exclude={"type", "turn_id", "at"})
+            if self.written_back is not None
+            else None
+        )
         return {
             **self.summary_json(now),
             "envelope": self.envelope.model_dump(mode="json"),
@@ -127,15 +140,15 @@ class TurnInfo:
             "phases": [{"phase": name, "at": at.isoformat()} for name, at in self.phases.items()],
             "host": {"kind": self.host_kind, "pid": self.host_pid},
             "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
-            "written_back": self.written_back,
-            "effects": self.effects,
+            "written_back": written_back,
+            "effects": [e.model_dump(mode="json", exclude={"turn_id"}) for e in self.effects],
             "snapshot": self.snapshot.model_dump(mode="json") if self.snapshot else None,
             "events_shown": len(shown),
             "events": [e.as_json() for e in shown],
         }
 
 
-def _decoded(record: EventRecord) -> Any:
+def _decoded(record: EventRecord) -> SessionEvent:
     return SESSION_CODEC.decode_event(record)
 
 
@@ -158,7 +171,7 @@ def list_turns(store: EventStore, session_id: str, *, with_events: bool = False)
     return list(turns.values())
 
 
-def _apply(turn: TurnInfo, event: Any, stream_seq: int, with_events: bool) -> None:
+def _apply(turn: TurnInfo, event: SessionEvent, stream_seq: int, with_events: bool) -> None:
     phase = PHASE_OF.get(event.type)
     if phase is not None:
         turn.phases.setdefault(phase, event.at)
@@ -182,7 +195,7 @@ def _apply(turn: TurnInfo, event: Any, stream_seq: int, with_events: bool) -> No
         elif turn.outcome == "in_flight":
             turn.outcome = "receipt"  # written back from it, now or on restart
     elif isinstance(event, ev.WrittenBack):
-        turn.written_back = event.model_dump(mode="json", exclude={"type", "turn_id", "at"})
+        turn.written_back = event
         if turn.outcome == "receipt":
             turn.outcome = "written_back"
     elif isinstance(event, ev.TurnFailed):
@@ -197,10 +210,8 @@ def _apply(turn: TurnInfo, event: Any, stream_seq: int, with_events: bool) -> No
         turn.reason = event.reason
     elif isinstance(event, ev.TurnCompleted):
         turn.snapshot = event.snapshot
-    elif isinstance(
-        event, ev.EffectIntended | ev.EffectResolved | ev.EffectRejected | ev.EffectsRecorded
-    ):
-        turn.effects.append(event.model_dump(mode="json", exclude={"turn_id"}))
+    elif isinstance(event, EffectEvent):
+        turn.effects.append(event)
 
 
 def find_turn(store: EventStore, prefix: str) -> tuple[str, str]:
