@@ -7,13 +7,16 @@ control characters as escapes and its markup as typed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from turnkeeper.cli.output import console, safe
 from turnkeeper.cli.render import styled, when
 from turnkeeper.kernel.model import Gate, GoalState, Todo
+
+if TYPE_CHECKING:
+    from turnkeeper.runtime.services.work_views import EvidenceRow, TodoBrief, TodoDetail
 
 
 def _claim(todo: Todo) -> str:
@@ -40,22 +43,23 @@ def render_todo_list(state: GoalState, todos: Sequence[Todo]) -> None:
     console.print(table)
 
 
-def _brief(item: dict[str, Any]) -> str:
+def _brief(item: TodoBrief) -> str:
     return f"{safe(item['id'])} {styled(item['status'])} {safe(item['title'])}"
 
 
-def render_todo(detail: dict[str, Any]) -> None:
-    todo: Todo = detail["todo"]
+def render_todo(detail: TodoDetail) -> None:
+    todo = detail["todo"]
     console.print(
         f"[bold]{safe(todo.title)}[/]  [dim]{safe(todo.id)}[/]  {styled(todo.status.value)}"
         f"  [dim]goal {safe(detail['goal_id'])}[/]"
     )
-    claim = detail["claim"]
-    if claim is not None:
-        state = "[green]live[/]" if claim["live"] else "[red]expired[/]"
+    # The view's claim is the todo's, as JSON with whether it is live now.
+    claim, shown = todo.claim, detail["claim"]
+    if claim is not None and shown is not None:
+        state = "[green]live[/]" if shown["live"] else "[red]expired[/]"
         console.print(
-            f"  claim: {safe(claim['owner'])}, epoch [bold]{claim['epoch']}[/], "
-            f"until {when(todo.claim.lease_expires_at if todo.claim else None)} ({state})"
+            f"  claim: {safe(claim.owner)}, epoch [bold]{claim.epoch}[/], "
+            f"until {when(claim.lease_expires_at)} ({state})"
         )
     else:
         console.print(f"  claim: none (next claim gets epoch {todo.epoch + 1})")
@@ -110,7 +114,7 @@ def render_gate_list(gates: Sequence[Gate]) -> None:
     console.print(table)
 
 
-def render_evidence_list(rows: Sequence[dict[str, Any]]) -> None:
+def render_evidence_list(rows: Sequence[EvidenceRow]) -> None:
     if not rows:
         console.print("no evidence recorded")
         return

@@ -10,10 +10,64 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel import dependency_met
 from turnkeeper.kernel.model import Evidence, GoalState, Todo
+
+
+# The views' shapes. They are dicts, not models, because ``--json`` prints them as they
+# are (the models inside dumped as JSON), key for key.
+class TodoBrief(TypedDict):
+    """Another todo as a todo's view names it."""
+
+    id: str
+    title: str
+    status: str
+
+
+class Dependency(TodoBrief):
+    met: bool  # as the kernel judges it for a claim
+
+
+class RequiredEvidence(TypedDict):
+    """One key a todo's completion needs, with its latest run (all None: never run)."""
+
+    key: str
+    latest: str | None
+    passed: bool | None
+    fresh: bool | None
+
+
+class GateBrief(TypedDict):
+    id: str
+    title: str
+
+
+class TodoDetail(TypedDict):
+    """``todo show``."""
+
+    id: str
+    goal_id: str
+    todo: Todo
+    claim: JsonDict | None  # the claim as JSON, with whether it is live now
+    dependencies: list[Dependency]
+    required_evidence: list[RequiredEvidence]
+    evidence: list[Evidence]  # what its completion attached
+    successor_of: TodoBrief | None
+    successors: list[TodoBrief]
+    blocking_gates: list[GateBrief]
+
+
+class EvidenceRow(TypedDict):
+    """A row of ``evidence list``."""
+
+    id: str
+    evidence: Evidence
+    passed: bool
+    fresh: bool
+    latest: bool
 
 
 def todos(state: GoalState, statuses: Collection[str] = ()) -> list[Todo]:
@@ -21,22 +75,24 @@ def todos(state: GoalState, statuses: Collection[str] = ()) -> list[Todo]:
     return [t for t in state.todos.values() if not statuses or t.status.value in statuses]
 
 
-def _brief(todo: Todo) -> dict[str, Any]:
+def _brief(todo: Todo) -> TodoBrief:
     return {"id": todo.id, "title": todo.title, "status": todo.status.value}
 
 
-def todo_detail(state: GoalState, todo_id: str, now: datetime) -> dict[str, Any]:
+def _dependency(state: GoalState, todo_id: str) -> Dependency:
+    todo = state.todos[todo_id]
+    met = dependency_met(state, todo_id)
+    return {"id": todo.id, "title": todo.title, "status": todo.status.value, "met": met}
+
+
+def todo_detail(state: GoalState, todo_id: str, now: datetime) -> TodoDetail:
     """Everything about one todo a person deciding what to do next needs."""
     todo = state.todos[todo_id]
-    claim = None
+    claim: JsonDict | None = None
     if todo.claim is not None:
         claim = todo.claim.model_dump(mode="json") | {"live": todo.claim.is_live(now)}
-    dependencies = [
-        _brief(state.todos[d]) | {"met": dependency_met(state, d)}
-        for d in todo.depends_on
-        if d in state.todos
-    ]
-    required = []
+    dependencies = [_dependency(state, d) for d in todo.depends_on if d in state.todos]
+    required: list[RequiredEvidence] = []
     for key in todo.required_evidence:
         latest = state.latest_evidence(key)
         required.append(
@@ -68,7 +124,7 @@ def todo_detail(state: GoalState, todo_id: str, now: datetime) -> dict[str, Any]
     }
 
 
-def evidence_row(state: GoalState, evidence: Evidence, now: datetime) -> dict[str, Any]:
+def evidence_row(state: GoalState, evidence: Evidence, now: datetime) -> EvidenceRow:
     """One evidence record with what the kernel would say of it now: fresh or stale, and
     whether it is its key's latest run (only the latest counts for the audit)."""
     latest = state.latest_evidence(evidence.key)
@@ -81,6 +137,6 @@ def evidence_row(state: GoalState, evidence: Evidence, now: datetime) -> dict[st
     }
 
 
-def evidence_rows(state: GoalState, now: datetime, key: str = "") -> list[dict[str, Any]]:
+def evidence_rows(state: GoalState, now: datetime, key: str = "") -> list[EvidenceRow]:
     """The goal's evidence in recording order, only ``key``'s when given."""
     return [evidence_row(state, e, now) for e in state.evidence.values() if not key or e.key == key]
