@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from turnkeeper.kernel.session import SessionState
     from turnkeeper.kernel.session.report import RecoveryReport
     from turnkeeper.runtime.services.session_listing import SessionSummary
+    from turnkeeper.runtime.services.snapshot_listing import SnapshotRow
 
 _STATUS = {
     "ready": "yellow",
@@ -132,23 +133,26 @@ def render_session_list(states: Sequence[SessionSummary]) -> None:
     console.print(table)
 
 
-def render_snapshots(session_id: str, rows: Sequence[dict[str, Any]]) -> None:
+def render_snapshots(session_id: str, rows: Sequence[SnapshotRow]) -> None:
     table = Table(title=f"snapshots of session {safe(session_id)}")
     for column in ("turn", "completed", "commit", "tree", "artifact", "kept"):
         table.add_column(column)
     for row in rows:
-        commit = row.get("workspace_commit") or "-"
-        tree = row.get("workspace_tree") or "-"
-        digest = row.get("host_artifact_digest") or "-"
+        snap = row.snapshot
+        commit = snap.workspace_commit or "-"
+        tree = snap.workspace_tree or "-"
+        digest = snap.host_artifact_digest or "-"
         table.add_row(
-            safe(row["turn_id"]),
-            safe(str(row["completed_at"])[:19]),
+            safe(row.turn_id),
+            safe(row.completed_at.isoformat()[:19]),
             safe(commit[:12]),
             safe(tree[:12]),
             safe(digest[:12]),
-            safe(row.get("kept") or ("yes" if row["retained"] else "pruned")),
+            safe(row.kept or ("yes" if row.retained else "pruned")),
         )
     console.print(table)
     for row in rows:
-        if row.get("snapshot_failed"):
-            console.print(f"  [red]turn {safe(row['turn_id'])}[/]: {safe(row['snapshot_failed'])}")
+        if row.snapshot.snapshot_failed:
+            console.print(
+                f"  [red]turn {safe(row.turn_id)}[/]: {safe(row.snapshot.snapshot_failed)}"
+            )

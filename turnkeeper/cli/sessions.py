@@ -221,12 +221,12 @@ def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
         turnkeeper session snapshots 3f2a
     """
     from turnkeeper.cli.render_sessions import render_snapshots
-    from turnkeeper.runtime.services.snapshot_listing import list_snapshots
+    from turnkeeper.runtime.services.snapshot_listing import snapshot_rows
 
     with open_project_store() as (_, store):
-        sid, rows = list_snapshots(store, session_id)
+        sid, rows = snapshot_rows(store, session_id)
     if as_json:
-        print_json({"session_id": sid, "snapshots": rows})
+        print_json({"session_id": sid, "snapshots": [row.as_json() for row in rows]})
     else:
         render_snapshots(sid, rows)
 
