@@ -117,9 +117,7 @@ def status(as_json: bool = JsonOption) -> None:
             if report is not None:
                 console.print(f"[bold]session {safe(session.session_id[:8])}[/]")
                 render_recovery_report(report)
-            failed = ((session.state.get("last_completed") or {}).get("snapshot") or {}).get(
-                "snapshot_failed"
-            )
+            failed = session.snapshot_failed
             if failed:
                 console.print(f"[red]session {safe(session.session_id[:8])}[/]: {safe(failed)}")
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from turnkeeper.extensions.declared import declared_extensions
 from turnkeeper.extensions.findings import Group
 from turnkeeper.extensions.findings import Status as Verdict
+from turnkeeper.json_types import JsonMapping
 from turnkeeper.runtime.services.extension_settings import (
     ExtensionSettings,
     ExtensionsState,
@@ -54,7 +54,7 @@ class ExtensionStatus(BaseModel):
     authorised_by: list[str] = []  # live sessions whose configuration names it
 
 
-def session_uses(host_kind: str, host_config: Mapping[str, Any]) -> set[tuple[Group, str]]:
+def session_uses(host_kind: str, host_config: JsonMapping) -> set[tuple[Group, str]]:
     """What a session's configuration authorises: its host kind and each provider
     kind under ``effects.providers`` (read as stored, not validated: for display)."""
     used: set[tuple[Group, str]] = {("host", host_kind)}
@@ -70,7 +70,7 @@ def session_uses(host_kind: str, host_config: Mapping[str, Any]) -> set[tuple[Gr
 
 def extension_states(
     settings: ExtensionsState,
-    sessions: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+    sessions: Iterable[tuple[str, str, str, JsonMapping]],
     machine: str | None = None,
 ) -> list[ExtensionStatus]:
     """Every extension installed, used by a live session or disabled; ``sessions`` as
@@ -116,5 +116,5 @@ def project_extension_states(
     """:func:`extension_states` of a project, from its sessions' listing rows."""
     return extension_states(
         ExtensionSettings(store).state(),
-        [(s.session_id, s.status, s.host_kind, s.state.get("host_config") or {}) for s in sessions],
+        [(s.session_id, s.status, s.host_kind, s.host_config) for s in sessions],
     )

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from turnkeeper.errors import DataLoss
+from turnkeeper.json_types import JsonDict, JsonMapping, JsonValue
 
 if TYPE_CHECKING:
     from turnkeeper.kernel.session.report import RecoveryReport
@@ -48,11 +49,24 @@ class SessionSummary:
     lease_owner: str | None
     lease_expires_at: str | None
     # The projection as parsed: the state ``session show --json`` prints, key for key.
-    state: Mapping[str, Any]
+    state: JsonDict
 
     @property
     def has_recovery_report(self) -> bool:
         return self.state.get("latest_recovery_report") is not None
+
+    @property
+    def host_config(self) -> JsonDict:
+        """The session's host configuration as stored (empty when it has none)."""
+        config = self.state.get("host_config")
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def snapshot_failed(self) -> JsonValue:
+        """Why the last completed turn has no snapshot (git's message), if it says."""
+        last = self.state.get("last_completed")
+        snapshot = last.get("snapshot") if isinstance(last, dict) else None
+        return snapshot.get("snapshot_failed") if isinstance(snapshot, dict) else None
 
 
 def list_sessions(store: EventStore) -> list[SessionSummary]:
@@ -81,7 +95,7 @@ def _undecodable(stream_id: str, why: str) -> DataLoss:
     )
 
 
-def _typed(stream_id: str, data: Mapping[str, Any], key: str, kind: type[T]) -> T:
+def _typed(stream_id: str, data: JsonMapping, key: str, kind: type[T]) -> T:
     value = data.get(key)
     # bool is an int to Python, never a count here.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -89,25 +103,27 @@ def _typed(stream_id: str, data: Mapping[str, Any], key: str, kind: type[T]) -> 
     return value
 
 
-def _optional(stream_id: str, data: Mapping[str, Any], key: str, kind: type[T]) -> T | None:
+def _optional(stream_id: str, data: JsonMapping, key: str, kind: type[T]) -> T | None:
     return None if data.get(key) is None else _typed(stream_id, data, key, kind)
 
 
-def _object(stream_id: str, data: Mapping[str, Any], key: str) -> dict[str, Any]:
-    return _typed(stream_id, data, key, dict)
+def _object(stream_id: str, data: JsonMapping, key: str) -> JsonDict:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise _undecodable(stream_id, f"{key} is not dict")
+    return value
 
 
 def summarize(stream_id: str, text: str) -> SessionSummary:
     """A projection row's summary; ``DATA_LOSS`` when its JSON lacks what a listing shows."""
     try:
-        data = json.loads(text)
+        data: JsonValue = json.loads(text)
     except ValueError:
         raise _undecodable(stream_id, "not JSON") from None
     if not isinstance(data, dict):
         raise _undecodable(stream_id, "not a JSON object")
-    counters = _object(stream_id, data, "counters")
-    for name in counters:
-        _typed(stream_id, counters, name, int)
+    found = _object(stream_id, data, "counters")
+    counters = {name: _typed(stream_id, found, name, int) for name in found}
     lease = _object(stream_id, data, "lease")
     in_flight = data.get("in_flight")
     turn_id = None

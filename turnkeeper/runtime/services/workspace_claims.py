@@ -26,9 +26,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from turnkeeper.errors import DataLoss, NotFound
+from turnkeeper.json_types import JsonDict, JsonMapping
 from turnkeeper.runtime.workspaces.gitcmd import SNAPSHOT_REF_PREFIX as REF_PREFIX
 from turnkeeper.runtime.workspaces.gitcmd import git
 
@@ -77,7 +78,7 @@ class Behind:
     log_turns_accepted: int
     log_goal_head: int
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JsonDict:
         c = self.claim
         return {
             "session_id": c.session_id,
@@ -109,7 +110,7 @@ class Behind:
         )
 
 
-def _session(value: SessionState | Mapping[str, Any]) -> _Session | None:
+def _session(value: SessionState | JsonMapping) -> _Session | None:
     if not isinstance(value, Mapping):
         return _Session(
             value.session_id,
@@ -167,7 +168,7 @@ def _parse(ref: str, commit: str, body: str) -> SnapshotClaim | None:
 
 
 def workspace_claims_beyond_log(
-    store: EventStore, sessions: Iterable[SessionState | Mapping[str, Any]]
+    store: EventStore, sessions: Iterable[SessionState | JsonMapping]
 ) -> list[Behind]:
     """Every snapshot of these sessions that names more than the log holds."""
     by_workspace: dict[str, dict[str, _Session]] = {}
@@ -212,7 +213,7 @@ def behind_error(behind: list[Behind]) -> DataLoss:
 
 
 def check_workspaces_not_ahead(
-    store: EventStore, sessions: Iterable[SessionState | Mapping[str, Any]]
+    store: EventStore, sessions: Iterable[SessionState | JsonMapping]
 ) -> None:
     """``DATA_LOSS`` (``database_behind_workspace``) when a snapshot of these sessions
     names a turn or sequence the log lacks; ``run`` calls it before any recovery."""
