@@ -7,8 +7,8 @@ saying so: both are refused here, as ``turnkeeper session create`` refuses them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.boundary.config_secrets import check_config_has_no_secrets
 from turnkeeper.effects import split_host_config
@@ -54,7 +54,7 @@ def create_session(
     goal_id: str,
     workspace: Path,
     host: str,
-    host_config: dict[str, Any],
+    host_config: Mapping[str, object],
     *,
     request_id: str,
     snapshots: bool = True,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.kernel.session import (
@@ -92,16 +91,17 @@ class SessionService:
         goal_id: str,
         workspace: Path,
         host_kind: str,
-        host_config: dict[str, Any] | None = None,
+        host_config: Mapping[str, object] | None = None,
         session_id: str | None = None,
         request_id: str | None = None,
         *,
         snapshots: bool = True,
         site: str | None = None,
     ) -> SessionState:
-        """Create a session. Under a client ``request_id`` the create is a durable
-        operation: a retry with the same payload returns the same session and writes
-        nothing; another payload is ALREADY_EXISTS (runtime/log/request_ids.py)."""
+        """Create a session (``host_config`` may be any mapping: the command validates
+        it as JSON). Under a client ``request_id`` the create is a durable operation: a
+        retry with the same payload returns the same session and writes nothing; another
+        payload is ALREADY_EXISTS (runtime/log/request_ids.py)."""
         if request_id is not None:
             if session_id is not None:
                 raise InvalidArgument(
