@@ -9,8 +9,9 @@ reads as the operation it joined.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from turnkeeper.errors import NotFound
 from turnkeeper.kernel.session.events import SessionCreated
@@ -42,11 +43,27 @@ class OperationRecord:
     steps: list[str] = field(default_factory=list)
     generation: int | None = None
     payload_digest: str | None = None
-    # A revert: what it moved aside rather than destroy (runtime/workspaces/workspace_restore.py).
-    preserved: dict[str, Any] | None = None
+    # A revert: what it moved aside rather than destroy (runtime/workspaces/workspace_restore.py),
+    # as that module's JSON, passed on as it is.
+    preserved: Mapping[str, object] | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def as_json(self) -> dict[str, object]:
+        # Every field, in their order (the API's answer keeps it).
+        return {
+            "request_id": self.request_id,
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "root_request_id": self.root_request_id,
+            "status": self.status,
+            "outcome": self.outcome,
+            "superseded_by": self.superseded_by,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "steps": self.steps,
+            "generation": self.generation,
+            "payload_digest": self.payload_digest,
+            "preserved": self.preserved,
+        }
 
 
 def _not_found(request_id: str) -> NotFound:
