@@ -8,7 +8,7 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
@@ -20,7 +20,7 @@ from turnkeeper.runtime.services.project import Project, find_project
 # The store, the runtime and the kernel are imported by the functions that use them:
 # building the command line (and ``--help``) must not wait for SQLAlchemy and pydantic.
 if TYPE_CHECKING:
-    from turnkeeper.json_types import JsonDict
+    from turnkeeper.json_types import JsonDict, JsonValue
     from turnkeeper.runtime.services.goals import GoalService
     from turnkeeper.store.base import EventStore
 
@@ -96,13 +96,15 @@ def goal_service() -> Iterator[GoalService]:
         yield GoalService(store)
 
 
-def parse_json_arg(name: str, text: str) -> Any:
+def parse_json_arg(name: str, text: str) -> JsonValue:
     """A JSON option value, given inline, as ``@FILE`` or as ``-`` (stdin). Text that is
     not JSON, nested too deeply, not UTF-8, or a file that is missing, a directory or too
     large, is INVALID_ARGUMENT before anything is written."""
     from turnkeeper.kernel.limits import load_json
 
-    return load_json(read_argument(name, text), name)
+    # Decoded JSON (load_json is typed Any): a JSON value, for the caller to narrow.
+    value: JsonValue = load_json(read_argument(name, text), name)
+    return value
 
 
 def parse_json_object(name: str, text: str) -> JsonDict:

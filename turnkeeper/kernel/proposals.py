@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
 from turnkeeper.errors import InvalidArgument
+from turnkeeper.json_types import JsonValue
 from turnkeeper.kernel.limits import (
     Duration,
     Id,
@@ -296,7 +297,7 @@ GoalProposal = Annotated[
 GOAL_PROPOSAL_ADAPTER: TypeAdapter[GoalProposal] = TypeAdapter(GoalProposal)
 
 
-def parse_proposal(data: str | bytes | dict[str, Any]) -> GoalProposal:
+def parse_proposal(data: str | bytes | JsonValue) -> GoalProposal:
     """Parse a proposal from JSON text or a dict; malformed input is ``INVALID_ARGUMENT``:
     ``malformed_json`` for text that is not JSON within the limits, a limit's own reason
     (``not_utf8``, ``text_too_long``, ``control_characters``, ``invalid_id``,
