@@ -29,6 +29,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from tests import pg
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, CriterionSpec, TodoSpec
 from turnkeeper.project_api.sessions import InProcessHosts, run_sessions
 from turnkeeper.runtime.control.controller import RunSummary
@@ -162,7 +163,7 @@ def make_project(backend: str, tmp_path: Path, turns: list[dict[str, Any]]) -> A
     goals.create(CreateGoal(goal_id=GOAL, title="api", criteria=[CriterionSpec(id="c1", text="x")]))
     for tid, title in (("t1", "write a"), ("t2", "write b")):
         goals.submit(GOAL, AddTodo(todo=TodoSpec(todo_id=tid, title=title)))
-    config = {"state_dir": str(tmp_path / "host-state"), "script": {"turns": turns}}
+    config: JsonDict = {"state_dir": str(tmp_path / "host-state"), "script": {"turns": list(turns)}}
     session = create_session(store, GOAL, root, "scripted", config, request_id="create-1")
     AccessService(store).set_admin_token(ADMIN)
     app = create_app(store, root)

@@ -9,11 +9,11 @@ reads as the operation it joined.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from turnkeeper.errors import NotFound
+from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session.events import SessionCreated
 from turnkeeper.kernel.session.operation_model import (
     OperationFinished,
@@ -45,9 +45,9 @@ class OperationRecord:
     payload_digest: str | None = None
     # A revert: what it moved aside rather than destroy (runtime/workspaces/workspace_restore.py),
     # as that module's JSON, passed on as it is.
-    preserved: Mapping[str, object] | None = None
+    preserved: JsonDict | None = None
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> JsonDict:
         # Every field, in their order (the API's answer keeps it).
         return {
             "request_id": self.request_id,
@@ -59,7 +59,7 @@ class OperationRecord:
             "superseded_by": self.superseded_by,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
-            "steps": self.steps,
+            "steps": list(self.steps),
             "generation": self.generation,
             "payload_digest": self.payload_digest,
             "preserved": self.preserved,

@@ -7,13 +7,13 @@ saying so: both are refused here, as ``turnkeeper session create`` refuses them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 from turnkeeper.boundary.config_secrets import check_config_has_no_secrets
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
 from turnkeeper.hosts import HostLoader, load_host
+from turnkeeper.json_types import JsonMapping
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.log.request_ids import check_request_id
 from turnkeeper.runtime.services.extension_settings import disabled_host_reason
@@ -54,7 +54,7 @@ def create_session(
     goal_id: str,
     workspace: Path,
     host: str,
-    host_config: Mapping[str, object],
+    host_config: JsonMapping,
     *,
     request_id: str,
     snapshots: bool = True,

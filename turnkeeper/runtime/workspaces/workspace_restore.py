@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnkeeper.errors import FailedPrecondition
+from turnkeeper.json_types import JsonDict
 from turnkeeper.runtime.workspaces.gitcmd import private_git_dir, worktree_git
 from turnkeeper.runtime.workspaces.snapshots import PATHSPEC, scratch_dir, seed_index
 from turnkeeper.runtime.workspaces.workspace_head import ref_component
@@ -60,7 +61,7 @@ class Preserved:
     directory: str
     paths: tuple[str, ...]
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> JsonDict:
         return {
             "directory": self.directory,
             "count": len(self.paths),
