@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.events import (
@@ -193,7 +193,7 @@ def _apply_todo(
         return state.model_copy(update={"todos": todos})
 
     todo = _get(todos, event.todo_id, event)
-    update: dict[str, Any]
+    update: dict[str, object]
     match event:
         case TodoClaimed():
             claim = Claim(
@@ -278,7 +278,7 @@ def _apply_obligation(
     )
 
 
-def _with_goal(state: GoalState, **changes: Any) -> GoalState:
+def _with_goal(state: GoalState, **changes: object) -> GoalState:
     return state.model_copy(update={"goal": state.goal.model_copy(update=changes)})
 
 

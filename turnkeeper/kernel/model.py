@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Self
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -24,7 +24,7 @@ class KernelModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+    def model_copy(self, *, update: Mapping[str, object] | None = None, deep: bool = False) -> Self:
         """A copy with ``update`` applied; a name the model has no field for is refused.
 
         pydantic's own copy sets any attribute it is given, so a misspelt field in an

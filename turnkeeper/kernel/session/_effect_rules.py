@@ -13,7 +13,6 @@ completes only when every requested effect has an outcome.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from turnkeeper.errors import AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument
 from turnkeeper.kernel.session import commands as cmd
@@ -193,7 +192,7 @@ def _broken(event: SessionEvent, why: str) -> DataLoss:
     )
 
 
-def fold_effect(state: SessionState, turn: InFlightTurn, event: SessionEvent) -> dict[str, Any]:
+def fold_effect(state: SessionState, turn: InFlightTurn, event: SessionEvent) -> dict[str, object]:
     """The state update for an effect event on the in-flight ``turn``."""
     counters = state.counters.model_dump()
     match event:

@@ -8,7 +8,6 @@ hide a corrupted or mis-ordered log.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.session import events as ev
@@ -67,7 +66,7 @@ def _turn(state: SessionState, event: SessionEvent, turn_id: str) -> InFlightTur
 
 def _end_turn(
     state: SessionState, event: SessionEvent, turn_id: str, outcome: TurnOutcome
-) -> dict[str, Any]:
+) -> dict[str, object]:
     env = _turn(state, event, turn_id).envelope
     end = TurnEnd(
         turn_id=turn_id,
@@ -87,7 +86,7 @@ def _end_turn(
     }
 
 
-def _progress_streak(state: SessionState, turn: InFlightTurn) -> dict[str, Any]:
+def _progress_streak(state: SessionState, turn: InFlightTurn) -> dict[str, object]:
     """The idle streak after a completed turn: progress (or not knowing) ends it."""
     if turn.progress is not False:
         return {"turns_without_progress": 0, "replans_without_progress": 0, "idle_since_turn": None}
@@ -99,15 +98,15 @@ def _progress_streak(state: SessionState, turn: InFlightTurn) -> dict[str, Any]:
     }
 
 
-def _bind_handle(handle: str | None) -> dict[str, Any]:
+def _bind_handle(handle: str | None) -> dict[str, object]:
     return {} if handle is None else {"host_session_handle": handle}
 
 
-def _accept(state: SessionState, event: ev.TurnAccepted) -> dict[str, Any]:
+def _accept(state: SessionState, event: ev.TurnAccepted) -> dict[str, object]:
     if state.in_flight is not None:
         raise _broken(event, "another turn is in flight")
     env = event.envelope
-    update: dict[str, Any] = {
+    update: dict[str, object] = {
         "in_flight": InFlightTurn(envelope=env, phase="accepted", accepted_at=event.at),
         "status": SessionStatus.RUNNING if state.status == SessionStatus.READY else state.status,
         "counters": _count(state, turns_accepted=1),
@@ -122,7 +121,7 @@ def _accept(state: SessionState, event: ev.TurnAccepted) -> dict[str, Any]:
     return update
 
 
-def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, object]:
     """Steps 2-6 of the turn transaction: they advance the in-flight turn only."""
     match event:
         case ev.HostStarted():
@@ -164,7 +163,7 @@ def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, Any]:
     raise _broken(event, "not an in-flight step")  # pragma: no cover - guarded by caller
 
 
-def _terminal(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
     match event:
         case ev.TurnCompleted():
             turn = _turn(state, event, event.turn_id)
@@ -218,7 +217,7 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, Any]:
     raise _broken(event, "not a terminal")  # pragma: no cover - guarded by caller
 
 
-def _session_level(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+def _session_level(state: SessionState, event: SessionEvent) -> dict[str, object]:
     match event:
         case ev.LeaseAcquired() | ev.LeaseRenewed():
             return {
@@ -227,7 +226,10 @@ def _session_level(state: SessionState, event: SessionEvent) -> dict[str, Any]:
         case ev.LeaseReleased():
             return {"lease": Lease(epoch=event.epoch)}
         case ev.StatusChanged():
-            update: dict[str, Any] = {"status": event.status, "status_reason": event.reason or None}
+            update: dict[str, object] = {
+                "status": event.status,
+                "status_reason": event.reason or None,
+            }
             if event.action == "resume":
                 # An operator who resumes a session vouches for a fresh start: the host
                 # failures and the idle streak that stopped it count from zero again.

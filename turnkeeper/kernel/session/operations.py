@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Any
 
 from turnkeeper.errors import Aborted, AlreadyExists, FailedPrecondition
 from turnkeeper.kernel.session import commands as cmd
@@ -253,9 +252,9 @@ def finish(state: SessionState, command: cmd.FinishOperation, now: datetime) -> 
 # --- evolve ------------------------------------------------------------------------------
 
 
-def _fail_interrupted(state: SessionState, event: OperationStarted) -> dict[str, Any]:
+def _fail_interrupted(state: SessionState, event: OperationStarted) -> dict[str, object]:
     """The interrupted turn fails with the crash note where it stood in the timeline."""
-    update: dict[str, Any] = {}
+    update: dict[str, object] = {}
     turn = state.in_flight
     pending: PendingRecovery | None = state.recovery
     if turn is not None and turn.envelope.turn_id == event.failed_turn_id:
@@ -281,7 +280,7 @@ def _fail_interrupted(state: SessionState, event: OperationStarted) -> dict[str,
     return update
 
 
-def evolve_operation(state: SessionState, event: SessionEvent) -> dict[str, Any]:
+def evolve_operation(state: SessionState, event: SessionEvent) -> dict[str, object]:
     if isinstance(event, OperationStarted):
         op = PendingOperation(
             request_id=event.request_id,
