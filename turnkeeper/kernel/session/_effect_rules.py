@@ -20,9 +20,9 @@ from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.effects import PlannedEffect, plan_effects
 from turnkeeper.kernel.session.events import SessionEvent
 from turnkeeper.kernel.session.records import EffectRef
-from turnkeeper.kernel.session.state import InFlightTurn, SessionState
+from turnkeeper.kernel.session.state import InFlightTurn, SessionState, TurnPhase
 
-_EFFECT_PHASES = ("written_back", "effects")
+_EFFECT_PHASES = (TurnPhase.WRITTEN_BACK, TurnPhase.EFFECTS)
 
 
 def _fail(message: str, reason: str, **details: object) -> FailedPrecondition:
@@ -220,7 +220,7 @@ def fold_effect(state: SessionState, turn: InFlightTurn, event: SessionEvent) ->
         case _:  # pragma: no cover - guarded by the caller
             raise _broken(event, "not an effect event")
     return {
-        "in_flight": turn.model_copy(update={"phase": "effects", "effects": effects}),
+        "in_flight": turn.model_copy(update={"phase": TurnPhase.EFFECTS, "effects": effects}),
         "counters": type(state.counters).model_validate(counters),
     }
 

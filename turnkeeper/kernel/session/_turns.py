@@ -144,7 +144,7 @@ def host_started(
         # Invariant 2: a host step whose failure was recovered never runs again.
         raise _fail("the host step of this turn was recovered", "host_step_recovered")
     turn = require_in_flight(state, command.turn_id)
-    _require_phase(turn, ("accepted",), "host_already_started")
+    _require_phase(turn, (TurnPhase.ACCEPTED,), "host_already_started")
     if command.host_kind != state.host_kind:
         raise _fail("host kind differs from the session's", "host_kind_mismatch")
     _check_handle(state, turn, command.host_session_handle)
@@ -163,9 +163,9 @@ def host_events(
     state: SessionState, command: cmd.RecordHostEvents, now: datetime
 ) -> list[SessionEvent]:
     turn = require_in_flight(state, command.turn_id)
-    if turn.phase == "accepted":
+    if turn.phase == TurnPhase.ACCEPTED:
         raise _fail("host events before host started", "host_not_started")
-    _require_phase(turn, ("host_started",), "receipt_already_recorded")
+    _require_phase(turn, (TurnPhase.HOST_STARTED,), "receipt_already_recorded")
     first = command.events[0].seq
     if any(e.seq != first + i for i, e in enumerate(command.events)):
         raise InvalidArgument("host seqs in a batch must be contiguous", reason="host_seq_gap")
@@ -186,11 +186,11 @@ def host_events(
 
 def receipt(state: SessionState, command: cmd.RecordReceipt, now: datetime) -> list[SessionEvent]:
     turn = require_in_flight(state, command.turn_id)
-    _require_phase(turn, ("accepted", "host_started"), "receipt_already_recorded")
+    _require_phase(turn, (TurnPhase.ACCEPTED, TurnPhase.HOST_STARTED), "receipt_already_recorded")
     result = command.receipt
     # Only a failure to spawn can have a receipt without a started host.
     spawn_failure = result.outcome == "failure" and result.error_kind == "spawn"
-    if turn.phase == "accepted" and not spawn_failure:
+    if turn.phase == TurnPhase.ACCEPTED and not spawn_failure:
         raise _fail("receipt before host started", "host_not_started")
     recorded = ev.ReceiptRecorded(turn_id=command.turn_id, receipt=result, at=now)
     if result.outcome == "success":
@@ -207,9 +207,9 @@ def write_back(
     state: SessionState, command: cmd.RecordWriteBack, now: datetime
 ) -> list[SessionEvent]:
     turn = require_in_flight(state, command.turn_id)
-    if turn.phase in ("accepted", "host_started"):
+    if turn.phase in (TurnPhase.ACCEPTED, TurnPhase.HOST_STARTED):
         raise _fail("write-back before a receipt", "receipt_missing")
-    _require_phase(turn, ("receipt",), "already_written_back")
+    _require_phase(turn, (TurnPhase.RECEIPT,), "already_written_back")
     ids = [d.proposal_id for d in (*command.accepted, *command.rejected)]
     if len(ids) != len(set(ids)):
         raise InvalidArgument("a proposal is listed twice", reason="duplicate_proposal")
@@ -252,7 +252,7 @@ def effects(state: SessionState, command: cmd.RecordEffects, now: datetime) -> l
 
 def complete(state: SessionState, command: cmd.CompleteTurn, now: datetime) -> list[SessionEvent]:
     turn = require_in_flight(state, command.turn_id)
-    _require_phase(turn, ("written_back", "effects"), "write_back_missing")
+    _require_phase(turn, (TurnPhase.WRITTEN_BACK, TurnPhase.EFFECTS), "write_back_missing")
     # Step 7 after step 6: every effect the result requested has an outcome.
     _effect_rules.require_effects_settled(turn)
     return [ev.TurnCompleted(turn_id=command.turn_id, snapshot=command.snapshot, at=now)]
@@ -261,7 +261,7 @@ def complete(state: SessionState, command: cmd.CompleteTurn, now: datetime) -> l
 def lost(state: SessionState, command: cmd.RecordTurnLost, now: datetime) -> list[SessionEvent]:
     turn = require_in_flight(state, command.turn_id)
     # With a durable receipt the turn is not lost: it is written back from the receipt.
-    _require_phase(turn, ("accepted", "host_started"), "turn_has_receipt")
+    _require_phase(turn, (TurnPhase.ACCEPTED, TurnPhase.HOST_STARTED), "turn_has_receipt")
     env = turn.envelope
     next_turn = None
     if state.recovery is None:

@@ -32,13 +32,14 @@ from turnkeeper.kernel.session.state import (
     SessionStatus,
     TurnEnd,
     TurnOutcome,
+    TurnPhase,
 )
 
 _OUTCOME_COUNTER = {
-    "completed": "turns_completed",
-    "failed": "turns_failed",
-    "lost": "turns_lost",
-    "abandoned": "turns_abandoned",
+    TurnOutcome.COMPLETED: "turns_completed",
+    TurnOutcome.FAILED: "turns_failed",
+    TurnOutcome.LOST: "turns_lost",
+    TurnOutcome.ABANDONED: "turns_abandoned",
 }
 
 
@@ -107,7 +108,7 @@ def _accept(state: SessionState, event: ev.TurnAccepted) -> dict[str, object]:
         raise _broken(event, "another turn is in flight")
     env = event.envelope
     update: dict[str, object] = {
-        "in_flight": InFlightTurn(envelope=env, phase="accepted", accepted_at=event.at),
+        "in_flight": InFlightTurn(envelope=env, phase=TurnPhase.ACCEPTED, accepted_at=event.at),
         "status": SessionStatus.RUNNING if state.status == SessionStatus.READY else state.status,
         "counters": _count(state, turns_accepted=1),
     }
@@ -127,7 +128,7 @@ def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, objec
         case ev.HostStarted():
             turn = _turn(state, event, event.turn_id)
             handle = _bind_handle(event.host_session_handle)
-            step = {"phase": "host_started", "process": event.process, **handle}
+            step = {"phase": TurnPhase.HOST_STARTED, "process": event.process, **handle}
             return {
                 "in_flight": turn.model_copy(update=step),
                 **handle,
@@ -148,11 +149,15 @@ def _in_flight_step(state: SessionState, event: SessionEvent) -> dict[str, objec
             # A failure receipt is closed by the turn.failed that follows it in the
             # same decision; only a success receipt is kept for the write-back.
             receipt = event.receipt if event.receipt.outcome == "success" else None
-            return {"in_flight": turn.model_copy(update={"phase": "receipt", "receipt": receipt})}
+            return {
+                "in_flight": turn.model_copy(
+                    update={"phase": TurnPhase.RECEIPT, "receipt": receipt}
+                )
+            }
         case ev.WrittenBack():
             turn = _turn(state, event, event.turn_id)
             step = {
-                "phase": "written_back",
+                "phase": TurnPhase.WRITTEN_BACK,
                 "accepted_proposals": len(event.accepted),
                 "rejected_proposals": len(event.rejected),
                 "progress": event.progress,
@@ -169,7 +174,7 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
             turn = _turn(state, event, event.turn_id)
             env = turn.envelope
             return {
-                **_end_turn(state, event, event.turn_id, "completed"),
+                **_end_turn(state, event, event.turn_id, TurnOutcome.COMPLETED),
                 **_progress_streak(state, turn),
                 "consecutive_host_failures": 0,
                 "last_completed": CompletedTurn(
@@ -183,7 +188,7 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
         case ev.TurnFailed():
             env = _turn(state, event, event.turn_id).envelope
             update = {
-                **_end_turn(state, event, event.turn_id, "failed"),
+                **_end_turn(state, event, event.turn_id, TurnOutcome.FAILED),
                 "consecutive_host_failures": state.consecutive_host_failures + 1,
             }
             if state.recovery is None:
@@ -199,7 +204,7 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
             return update
         case ev.TurnLost():
             env = _turn(state, event, event.turn_id).envelope
-            update = _end_turn(state, event, event.turn_id, "lost")
+            update = _end_turn(state, event, event.turn_id, TurnOutcome.LOST)
             if event.next is not None:
                 update["recovery"] = PendingRecovery(
                     turn_id=event.turn_id,
@@ -213,7 +218,7 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
                 )
             return update
         case ev.TurnAbandoned():
-            return _end_turn(state, event, event.turn_id, "abandoned")
+            return _end_turn(state, event, event.turn_id, TurnOutcome.ABANDONED)
     raise _broken(event, "not a terminal")  # pragma: no cover - guarded by caller
 
 

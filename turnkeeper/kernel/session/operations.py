@@ -39,6 +39,8 @@ from turnkeeper.kernel.session.state import (
     SessionState,
     SessionStatus,
     TurnEnd,
+    TurnOutcome,
+    TurnPhase,
 )
 
 CRASH_NOTE_CODE = "crashed_turn_reverted"
@@ -151,7 +153,7 @@ def _join(
 def _snapshot_in_progress(state: SessionState) -> bool:
     # A turn past its write-back is about to take its snapshot and complete.
     turn = state.in_flight
-    return turn is not None and turn.phase in ("written_back", "effects")
+    return turn is not None and turn.phase in (TurnPhase.WRITTEN_BACK, TurnPhase.EFFECTS)
 
 
 def begin(state: SessionState, command: cmd.BeginOperation, now: datetime) -> list[SessionEvent]:
@@ -265,7 +267,7 @@ def _fail_interrupted(state: SessionState, event: OperationStarted) -> dict[str,
             todo_id=env.todo_id,
             kind=env.kind,
             attempt=env.attempt,
-            outcome="failed",
+            outcome=TurnOutcome.FAILED,
             at=event.at,
         )
         counters = state.counters

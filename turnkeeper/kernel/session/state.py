@@ -39,8 +39,20 @@ class SessionStatus(StrEnum):
 
 
 # Non-terminal phases of the turn transaction; a terminal turn leaves ``in_flight``.
-TurnPhase = Literal["accepted", "host_started", "receipt", "written_back", "effects"]
-TurnOutcome = Literal["completed", "failed", "lost", "abandoned"]
+# StrEnums like the goal kernel's statuses: the values are what the log holds.
+class TurnPhase(StrEnum):
+    ACCEPTED = "accepted"
+    HOST_STARTED = "host_started"
+    RECEIPT = "receipt"
+    WRITTEN_BACK = "written_back"
+    EFFECTS = "effects"
+
+
+class TurnOutcome(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    LOST = "lost"
+    ABANDONED = "abandoned"
 
 
 class Lease(KernelModel):
