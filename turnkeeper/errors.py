@@ -7,8 +7,15 @@ catch by kind; the CLI and the HTTP API map the code, never the class.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    # Only for the annotations: the CLI imports this module before it parses its
+    # arguments, and json_types brings in pydantic.
+    from turnkeeper.json_types import JsonDict, JsonValue
 
 
 class ErrorCode(StrEnum):
@@ -49,28 +56,76 @@ HTTP_STATUS: dict[ErrorCode, int] = {
 }
 
 
+class ErrorDict(TypedDict):
+    """A :class:`TurnkeeperError` as the CLI, the runner and the journal write it."""
+
+    code: str
+    reason: str
+    message: str
+    details: dict[str, object]
+
+
 class TurnkeeperError(Exception):
     """Base of every typed error. ``reason`` is a stable snake_case word for machines."""
 
     code: ErrorCode = ErrorCode.INTERNAL
 
-    def __init__(self, message: str, *, reason: str = "", details: dict[str, Any] | None = None):
+    def __init__(
+        self, message: str, *, reason: str = "", details: Mapping[str, object] | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.reason = reason or self.code.value.lower()
-        self.details: dict[str, Any] = details or {}
+        # The error's own dict: the store adds to it (``part``, ``commit_outcome``) as the
+        # error travels. A value may be a path or a tuple: the CLI and the API make JSON
+        # of it when they print it.
+        self.details: dict[str, object] = dict(details) if details else {}
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.code]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ErrorDict:
         return {
             "code": self.code.value,
             "reason": self.reason,
             "message": self.message,
             "details": self.details,
         }
+
+    def to_json(self) -> JsonDict:
+        """:meth:`to_dict` as a JSON object, for a wire or a journal that holds only JSON.
+
+        The same values ``json.dumps`` would write (a tuple as a list); a detail that is
+        not JSON fails here as it would fail there.
+        """
+        return {
+            "code": self.code.value,
+            "reason": self.reason,
+            "message": self.message,
+            "details": {key: _as_json(value) for key, value in self.details.items()},
+        }
+
+
+def _json_key(key: object) -> str:
+    # The keys ``json.dumps`` accepts, spelt as it spells them.
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    if isinstance(key, int | float):
+        return json.dumps(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def _as_json(value: object) -> JsonValue:
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, dict):
+        return {_json_key(k): _as_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_json(v) for v in value]
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 class InvalidArgument(TurnkeeperError):

@@ -238,11 +238,13 @@ def test_vision_checkpoint_required_from_creation_and_after_refresh() -> None:
     evidence(goal, "e1")
     goal.apply(SatisfyCriterion(criterion_id="c", evidence_ids=["e1"]))
     error = goal.reject(_close(), FailedPrecondition, "goal_not_terminal")
+    blockers = error.details["blockers"]
+    assert isinstance(blockers, list)
     assert {
         "kind": "acceptance_gap",
         "subject": "planner",
         "text": "vision_checkpoint_missing:planner",
-    } in error.details["blockers"]
+    } in blockers
     goal.apply(
         RecordVisionCheckpoint(agent="planner", status=VisionStatus.PATCHED, vision_text="v2")
     )

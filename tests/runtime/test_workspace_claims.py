@@ -69,7 +69,9 @@ def test_claims_beyond_the_log_are_behind_and_one_turn_ahead_is_not(
         workspace_claims.check_workspaces_not_ahead(store, [_session(repo, 0, 0)])
     assert err.value.reason == "database_behind_workspace"
     assert f"turnkeeper repair --accept-loss {SID}" in err.value.message
-    assert err.value.details["behind"][0]["ref"].endswith("00000001-turn-1")
+    listed = err.value.details["behind"]
+    assert isinstance(listed, list) and isinstance(listed[0], dict)
+    assert listed[0]["ref"].endswith("00000001-turn-1")
 
 
 def test_a_goal_head_behind_the_snapshot_is_behind(tmp_path: Path, store: SqlEventStore) -> None:

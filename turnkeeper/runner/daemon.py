@@ -290,7 +290,7 @@ class Runner:
             if error is None:
                 log.exception("runner command %s failed", cmd.op)
                 error = TurnkeeperError(f"runner failed: {exc!r}", reason="runner_internal")
-            self.journal.finish_command(cmd.command_id, error=error.to_dict())
+            self.journal.finish_command(cmd.command_id, error=error.to_json())
             return error_frame(error)
         self.journal.finish_command(cmd.command_id, result=result)
         return ok_frame(result)

@@ -174,7 +174,7 @@ def encode(value: BaseModel | JsonDict) -> bytes:
 
 
 def error_frame(error: TurnkeeperError) -> JsonDict:
-    return {"ok": False, "error": error.to_dict()}
+    return {"ok": False, "error": error.to_json()}
 
 
 def ok_frame(result: JsonValue) -> JsonDict:

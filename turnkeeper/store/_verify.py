@@ -188,9 +188,7 @@ def check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> St
         return _check_stream(reader, folder, stream_id)
     except DataLoss as exc:  # a damaged page under this stream's rows: report, go on
         out = StreamCheck(stream_id, repairable=False)
-        out.add(
-            MismatchKind.SOURCE_WRITE, f"stream unreadable: {exc.message}", exc.details.get("seq")
-        )
+        out.add(MismatchKind.SOURCE_WRITE, f"stream unreadable: {exc.message}", _seq(exc))
         return out
 
 
@@ -227,9 +225,9 @@ def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> S
     except _ViewAbort:
         pass  # the view recorded the bad record
     except FailedPrecondition as exc:
-        out.add(_fold_kind(exc), f"fold failed: {exc.message}", exc.details.get("seq"))
+        out.add(_fold_kind(exc), f"fold failed: {exc.message}", _seq(exc))
     except TurnkeeperError as exc:
-        out.add(MismatchKind.SOURCE_WRITE, f"fold failed: {exc.message}", exc.details.get("seq"))
+        out.add(MismatchKind.SOURCE_WRITE, f"fold failed: {exc.message}", _seq(exc))
     except Exception as exc:  # a folder that cannot decode an event may raise anything
         out.add(MismatchKind.SOURCE_WRITE, f"fold failed: {exc!r}")
     out.events_checked = view.scan_rest()
@@ -288,6 +286,12 @@ def _check_created(reader: Reader, out: StreamCheck, first_recorded_at: int | No
             damaged=True,
         )
         out.created_at = first_recorded_at
+
+
+def _seq(exc: TurnkeeperError) -> int | None:
+    """The seq a store or fold error names in its details (an int when there is one)."""
+    seq = exc.details.get("seq")
+    return seq if isinstance(seq, int) else None
 
 
 def _fold_kind(exc: FailedPrecondition) -> MismatchKind:

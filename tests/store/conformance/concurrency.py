@@ -118,7 +118,9 @@ def test_writers_behind_the_head_are_told_of_a_conflict_never_of_damage(
                 head = store.append("busy", KIND, head, events_of([w]), state_of([w]), 1)
                 won[w] += 1
             except StreamConflict as exc:
-                head = int(exc.details["actual_seq"])
+                actual = exc.details["actual_seq"]
+                assert isinstance(actual, int)
+                head = actual
             except BaseException as exc:
                 wrong.append(exc)
                 return

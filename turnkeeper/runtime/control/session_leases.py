@@ -95,7 +95,10 @@ class SessionLeases:
                 )
             else:
                 raise
-            token = LeaseToken(owner=previous, epoch=int(held.details["epoch"]))
+            epoch = held.details["epoch"]
+            if not isinstance(epoch, int):
+                raise  # the kernel's lease_held refusal always names the epoch it holds
+            token = LeaseToken(owner=previous, epoch=epoch)
             done = self._sessions.execute(
                 session_id,
                 AcquireLease(
