@@ -38,7 +38,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, NoReturn
 
 from pydantic import AfterValidator, Field, JsonValue, ValidationError
 from pydantic_core import PydanticCustomError
@@ -128,11 +128,11 @@ def check_duration(value: int) -> int:
 
 
 def _walk(
-    value: Any, path: tuple[str | int, ...] = ()
-) -> Iterator[tuple[Any, tuple[str | int, ...], int]]:
+    value: object, path: tuple[str | int, ...] = ()
+) -> Iterator[tuple[object, tuple[str | int, ...], int]]:
     """Every value inside ``value`` with its path and depth, without recursing in Python
     (a caller's document may be nested far deeper than the interpreter's stack)."""
-    stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, path, 0)]
+    stack: list[tuple[object, tuple[str | int, ...], int]] = [(value, path, 0)]
     while stack:
         item, where, depth = stack.pop()
         yield item, where, depth
@@ -142,8 +142,9 @@ def _walk(
             stack.extend((v, (*where, i), depth + 1) for i, v in enumerate(item))
 
 
-def json_problem(value: Any) -> tuple[str, str, tuple[str | int, ...]] | None:
-    """Why ``value`` (decoded JSON) may not come in — reason, message, where — or None."""
+def json_problem(value: object) -> tuple[str, str, tuple[str | int, ...]] | None:
+    """Why ``value`` (decoded JSON, or a caller's dict of the same shape) may not come
+    in — reason, message, where — or None."""
     for item, where, depth in _walk(value):
         if depth > JSON_DEPTH_MAX:
             # No path: it would be as long as the nesting is deep.
@@ -166,11 +167,11 @@ def check_json(value: JsonValue) -> JsonValue:
     return value
 
 
-def _no_constants(name: str) -> Any:
+def _no_constants(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def load_json(text: str, what: str) -> Any:
+def load_json(text: str, what: str) -> JsonValue:
     """``text`` decoded as JSON, within the bounds above; else ``INVALID_ARGUMENT``
     (``malformed_json`` or ``not_utf8``) naming ``what`` in ``details.option``."""
     if _SURROGATE.search(text):
@@ -178,7 +179,9 @@ def load_json(text: str, what: str) -> Any:
             f"{what} is not valid UTF-8 text", reason=NOT_UTF8, details={"option": what}
         )
     try:
-        value = json.loads(text, parse_constant=_no_constants)
+        # The decoder makes only JSON values (objects with str keys), and the constants
+        # it would make floats of are refused above: a JsonValue, though typed Any.
+        value: JsonValue = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(
             f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",

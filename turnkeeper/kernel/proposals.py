@@ -15,7 +15,7 @@ has no randomness. Proposals that may carry an observable replan delta have a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Literal
@@ -297,8 +297,11 @@ GoalProposal = Annotated[
 GOAL_PROPOSAL_ADAPTER: TypeAdapter[GoalProposal] = TypeAdapter(GoalProposal)
 
 
-def parse_proposal(data: str | bytes | JsonValue) -> GoalProposal:
-    """Parse a proposal from JSON text or a dict; malformed input is ``INVALID_ARGUMENT``:
+def parse_proposal(
+    data: str | bytes | JsonValue | Mapping[str, object],
+) -> GoalProposal:
+    """Parse a proposal from JSON text (``str`` or ``bytes``) or a decoded value (a dict;
+    anything else is refused); malformed input is ``INVALID_ARGUMENT``:
     ``malformed_json`` for text that is not JSON within the limits, a limit's own reason
     (``not_utf8``, ``text_too_long``, ``control_characters``, ``invalid_id``,
     ``out_of_range``) with ``details.field`` for a field it refuses, else
