@@ -8,7 +8,7 @@ are imported only by what needs them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -20,9 +20,10 @@ __all__ = ["Project", "Status", "__version__"]
 _LAZY = {"Project", "Status"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[Project] | type[Status]:
     if name in _LAZY:
         import turnkeeper.project_api as api
 
-        return getattr(api, name)
+        # Named one by one, not getattr(api, name): then the value has its type.
+        return api.Project if name == "Project" else api.Status
     raise AttributeError(f"module 'turnkeeper' has no attribute {name!r}")

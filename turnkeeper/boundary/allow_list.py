@@ -17,7 +17,6 @@ from __future__ import annotations
 import tomllib
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -63,7 +62,7 @@ class AllowList(BaseModel):
         return None
 
 
-def _refuse(message: str, **details: Any) -> InvalidArgument:
+def _refuse(message: str, **details: object) -> InvalidArgument:
     return InvalidArgument(message, reason=_REASON, details={"file": ALLOW_LIST_NAME, **details})
 
 

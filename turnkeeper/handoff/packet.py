@@ -16,7 +16,7 @@ loudly instead of losing what this version does not understand.
 from __future__ import annotations
 
 import json
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
@@ -158,7 +158,8 @@ def parse_packet(text: str) -> HandoffPacket:
     packet or not well formed is ``INVALID_ARGUMENT`` (``packet_malformed``, naming the
     field); another schema version is ``packet_version``."""
     try:
-        data: Any = json.loads(text)
+        # Only JSON values come out of the decoder (NaN and Infinity as floats).
+        data: JsonValue = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise _malformed(f"the packet is not JSON ({where})") from None
