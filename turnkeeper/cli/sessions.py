@@ -17,6 +17,7 @@ from turnkeeper.cli.context import (
     parse_json_object,
 )
 from turnkeeper.cli.output import console, print_json, safe
+from turnkeeper.cli.writes import QuietOption, check_output_mode, say
 
 # The runtime, the hosts and the kernel are imported by the commands that use them, so
 # that parsing a command line (and ``--help``) does not wait for them.
@@ -62,6 +63,7 @@ def session_create(
     ),
     site: str | None = SiteOption,
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Bind an agent host to a goal and a workspace (the top of a git repository, or
     any directory with --no-snapshots).
@@ -70,10 +72,12 @@ def session_create(
 
     \b
         turnkeeper session create parser --host subprocess --host-config @a.json
+        SESSION=$(turnkeeper session create parser --host-config @a.json -q)
     """
     from turnkeeper.runtime.services.goals import GoalService
     from turnkeeper.runtime.services.session_admission import create_session
 
+    check_output_mode(as_json, quiet)
     # Generated when omitted, and printed: the caller can still retry under it.
     rid = request_id if request_id is not None else str(uuid.uuid4())
     config = _host_config(host_config)
@@ -90,7 +94,10 @@ def session_create(
             site=site or None,
         )
     if as_json:
-        print_json({**state.model_dump(mode="json"), "request_id": rid})
+        # ``id`` at the top level, as every write's answer has it, beside the state.
+        print_json({"id": state.session_id, **state.model_dump(mode="json"), "request_id": rid})
+    elif quiet:
+        say(state.session_id)
     else:
         snapshots = "" if state.snapshots else ", snapshots off"
         console.print(
