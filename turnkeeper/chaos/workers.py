@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -38,7 +37,6 @@ from psycopg import sql
 
 from turnkeeper.chaos.checks import INV4, INV5, LEFTOVER, Violation
 from turnkeeper.chaos.procs import (
-    cmdline,
     end_marked_processes,
     live_marked_processes,
     wait_until,
@@ -51,6 +49,7 @@ from turnkeeper.chaos.worker_checks import (
     WorkersReport,
     read_runs,
 )
+from turnkeeper.chaos.worker_fleet import Fleet, runs_an_agent
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import TurnAccepted
@@ -148,85 +147,6 @@ def _libpq(url: str) -> str:
     return "postgresql://" + rest
 
 
-@dataclass
-class _Proc:
-    slot: int
-    proc: subprocess.Popen[bytes]
-    out: Path
-    err: Path
-    started: float
-    killed: bool = False
-
-
-class Fleet:
-    """The worker processes: ``workers`` slots, each always running one (until ended)."""
-
-    def __init__(self, run: WorkersRun) -> None:
-        self.run = run
-        self.live: dict[int, _Proc] = {}
-        self.ended: list[_Proc] = []
-        self._n = 0
-
-    def start(self, slot: int) -> None:
-        cfg, logs = self.run.config, self.run.base / "logs"
-        logs.mkdir(exist_ok=True)
-        self._n += 1
-        out, err = (
-            logs / f"worker{slot}-{self._n:03d}.out",
-            logs / f"worker{slot}-{self._n:03d}.err",
-        )
-        args = [
-            *cli_command(),
-            "run",
-            "--worker",
-            "--json",
-            *("--lease", str(cfg.lease_seconds), "--poll", str(cfg.poll_seconds)),
-            *("--max-sessions", str(cfg.per_worker), "--idle-exit", "4"),
-            *("--backoff", "0.5"),
-        ]
-        with out.open("wb") as fo, err.open("wb") as fe:
-            proc = subprocess.Popen(
-                args,
-                cwd=self.run.project,
-                env=self.run.env(),
-                stdin=subprocess.DEVNULL,
-                stdout=fo,
-                stderr=fe,
-            )
-        self.live[slot] = _Proc(slot, proc, out, err, time.monotonic())
-
-    def reap(self) -> list[_Proc]:
-        gone = [p for p in self.live.values() if p.proc.poll() is not None]
-        for p in gone:
-            del self.live[p.slot]
-            self.ended.append(p)
-        return gone
-
-    def kill(self, slot: int) -> None:
-        p = self.live[slot]
-        # Our own child, not yet reaped: its pid cannot name another process.
-        p.proc.send_signal(signal.SIGKILL)
-        p.proc.wait()
-        p.killed = True
-
-    def killed_pids(self) -> frozenset[int]:
-        return frozenset(p.proc.pid for p in self.ended if p.killed)
-
-    def stop_all(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while self.live and time.monotonic() < deadline:
-            self.reap()
-            time.sleep(0.2)
-        for p in list(self.live.values()):
-            p.proc.send_signal(signal.SIGTERM)
-        for p in list(self.live.values()):
-            try:
-                p.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill(p.slot)
-        self.reap()
-
-
 class WorkersRun:
     def __init__(self, config: WorkersConfig) -> None:
         config.validate()
@@ -243,7 +163,9 @@ class WorkersRun:
         self.sessions: dict[str, tuple[str, str, list[str]]] = {}  # sid -> label, goal, todos
         self.facts: dict[str, int] = {"kills": 0, "kills_mid_turn": 0, "database_restarts": 0}
         self.violations: list[Violation] = []
-        self.fleet = Fleet(self)
+        self.fleet = Fleet(
+            self._worker_command(), cwd=self.project, env=self.env, logs=self.base / "logs"
+        )
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
@@ -251,6 +173,18 @@ class WorkersRun:
         env["TURNKEEPER_OWNER"] = "chaos-operator"
         env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
         return env
+
+    def _worker_command(self) -> list[str]:
+        cfg = self.config
+        return [
+            *cli_command(),
+            "run",
+            "--worker",
+            "--json",
+            *("--lease", str(cfg.lease_seconds), "--poll", str(cfg.poll_seconds)),
+            *("--max-sessions", str(cfg.per_worker), "--idle-exit", "4"),
+            *("--backoff", "0.5"),
+        ]
 
     # --- setting up -----------------------------------------------------------------
 
@@ -346,7 +280,7 @@ class WorkersRun:
         if not live:
             return
         agent = str(self.base / "agent.sh")
-        busy = [p for p in live if _runs_an_agent(p.proc.pid, agent)]
+        busy = [p for p in live if runs_an_agent(p.proc.pid, agent)]
         target = self.rng.choice(busy or live)
         self.fleet.kill(target.slot)
         self.facts["kills"] += 1
@@ -474,26 +408,6 @@ class WorkersRun:
             if self._own_base:
                 shutil.rmtree(self.base, ignore_errors=True)
         return report
-
-
-def _runs_an_agent(pid: int, agent: str) -> bool:
-    """Whether an agent process (``agent`` in its command line) descends from ``pid``."""
-    for name in os.listdir("/proc"):
-        if name.isdigit() and agent in cmdline(int(name)) and pid in _ancestors(int(name)):
-            return True
-    return False
-
-
-def _ancestors(pid: int) -> list[int]:
-    chain = []
-    while pid > 1:
-        try:
-            raw = Path(f"/proc/{pid}/stat").read_bytes()
-        except OSError:
-            break
-        pid = int(raw[raw.rindex(b")") + 2 :].split()[1])
-        chain.append(pid)
-    return chain
 
 
 def _git_repo(path: Path) -> None:
