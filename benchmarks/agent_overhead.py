@@ -46,7 +46,8 @@ from turnkeeper.hosts.claude import ClaudeHost, session_id_for
 from turnkeeper.hosts.claude import build_command as claude_command
 from turnkeeper.hosts.codex import CodexHost, codex_home, native_binary
 from turnkeeper.hosts.codex import build_command as codex_command
-from turnkeeper.hosts.subprocess_host import SubprocessHostConfig, turn_env
+from turnkeeper.hosts.subprocess_config import SubprocessHostConfig
+from turnkeeper.hosts.subprocess_host import turn_env
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
 from turnkeeper.runtime.control.controller import Controller, ControllerConfig

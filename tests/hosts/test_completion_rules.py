@@ -11,7 +11,8 @@ from tests.hosts.conftest import MakeRequest
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.hosts import HostStatus
 from turnkeeper.hosts.agent_cli import AgentCliConfig
-from turnkeeper.hosts.subprocess_host import SubprocessHost, SubprocessHostConfig
+from turnkeeper.hosts.subprocess_config import SubprocessHostConfig
+from turnkeeper.hosts.subprocess_host import SubprocessHost
 
 
 def result_of(make_request: MakeRequest, config: dict[str, Any], **request: Any) -> Any:

@@ -22,7 +22,7 @@ from turnkeeper.extensions.catalog import Extension, list_extensions, one_line
 from turnkeeper.extensions.findings import MAX_DETAIL_CHARS, ExtensionVerdict, Finding
 from turnkeeper.hosts import load_host
 from turnkeeper.hosts.agent_cli import AgentCliConfig
-from turnkeeper.hosts.subprocess_host import validate_config
+from turnkeeper.hosts.subprocess_config import validate_config
 from turnkeeper.json_types import JsonDict, JsonMapping
 from turnkeeper.kernel.session.state import SessionState
 

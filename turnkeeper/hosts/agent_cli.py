@@ -68,12 +68,8 @@ from turnkeeper.hosts.completion import (
     completes_todo,
 )
 from turnkeeper.hosts.launch import PassedName
-from turnkeeper.hosts.subprocess_host import (
-    SubprocessHostConfig,
-    SubprocessRun,
-    spawn,
-    validate_config,
-)
+from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
+from turnkeeper.hosts.subprocess_host import SubprocessRun, spawn
 from turnkeeper.json_types import JsonDict, JsonValue
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 

@@ -59,7 +59,8 @@ from turnkeeper.hosts.agent_cli import (
     tail,
 )
 from turnkeeper.hosts.base import TurnRequest
-from turnkeeper.hosts.subprocess_host import SubprocessRun, validate_config
+from turnkeeper.hosts.subprocess_config import validate_config
+from turnkeeper.hosts.subprocess_host import SubprocessRun
 from turnkeeper.json_types import JsonDict, JsonValue
 
 _SESSION_NAMESPACE = uuid.UUID("5b0e3f55-8a57-4d43-9d38-5f7c1b0e7a11")

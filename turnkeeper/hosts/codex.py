@@ -61,7 +61,8 @@ from turnkeeper.hosts.agent_cli import (
     toml_value,
 )
 from turnkeeper.hosts.base import TurnRequest
-from turnkeeper.hosts.subprocess_host import SubprocessRun, validate_config
+from turnkeeper.hosts.subprocess_config import validate_config
+from turnkeeper.hosts.subprocess_host import SubprocessRun
 from turnkeeper.json_types import JsonDict, JsonValue
 
 _TRIPLES = {"x86_64": "x86_64-unknown-linux-musl", "aarch64": "aarch64-unknown-linux-musl"}

@@ -21,12 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.launch import PassedName
-from turnkeeper.hosts.subprocess_host import (
-    SubprocessHostConfig,
-    SubprocessRun,
-    spawn,
-    validate_config,
-)
+from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
+from turnkeeper.hosts.subprocess_host import SubprocessRun, spawn
 from turnkeeper.json_types import JsonDict
 
 # The directory that holds the ``turnkeeper`` package: put first on the child's

@@ -50,12 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.python_host import python_env
-from turnkeeper.hosts.subprocess_host import (
-    SubprocessHostConfig,
-    SubprocessRun,
-    spawn,
-    validate_config,
-)
+from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
+from turnkeeper.hosts.subprocess_host import SubprocessRun, spawn
 from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import TurnKind
 

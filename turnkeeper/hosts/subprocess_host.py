@@ -46,11 +46,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Literal, Protocol, TypeVar
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from turnkeeper.errors import InvalidArgument, Unavailable
+from turnkeeper.errors import Unavailable
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import containment, process_tree
 from turnkeeper.hosts._events import (
@@ -64,66 +62,20 @@ from turnkeeper.hosts._events import (
 from turnkeeper.hosts._pipes import serve
 from turnkeeper.hosts.base import HostOutcome, HostSpawnFailed, KillReport, TurnRequest
 from turnkeeper.hosts.completion import (
-    DEFAULT_COMPLETION_RULE,
-    DEFAULT_DONE_MARKER,
-    CompletionRule,
-    DoneMarker,
     completes_todo,
 )
 from turnkeeper.hosts.launch import (
-    PassedName,
     process_env,
     substitute,
     unrunnable,
     with_parent_death,
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
+from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
 from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
 log = logging.getLogger(__name__)
-
-
-class HandleRule(BaseModel):
-    """Where in which event the host's session handle appears (``field`` is dotted)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str
-    field: str
-
-
-class SubprocessHostConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    command: list[str] = Field(min_length=1)
-    resume_command: list[str] | None = None
-    event_format: Literal["jsonl", "text"] = "text"
-    stdin: Literal["null", "instructions", "request"] = "null"
-    # In jsonl mode a malformed line fails the turn (error kind protocol) unless tolerated.
-    tolerate_malformed: bool = False
-    env: dict[str, str] = Field(default_factory=dict)
-    # Of the environment ``run`` started in: the core (hosts/launch.py CORE_ENV), plus
-    # these names or ``PREFIX*``es; ``inherit_env``: all of it. Never turnkeeper's own
-    # credentials.
-    pass_env: list[PassedName] = Field(default_factory=list, max_length=256)
-    inherit_env: bool = False
-    handle_from: list[HandleRule] = Field(
-        default_factory=lambda: [HandleRule(kind="session.bound", field="handle")]
-    )
-    result_kind: str = "result"
-    # A turn on a todo that printed no result event: does exit 0 complete it?
-    # (hosts/completion.py; a result event always wins.)
-    complete_todo: CompletionRule = DEFAULT_COMPLETION_RULE
-    done_marker: DoneMarker = DEFAULT_DONE_MARKER
-    # After the host exits, end processes still carrying the turn's marker: a turn is
-    # bounded, and whatever it left running would otherwise outlive its receipt.
-    kill_stragglers: bool = True
-    # How long to keep reading output after the host exited (a detached child may
-    # hold the pipe open forever).
-    drain_seconds: float = Field(default=2.0, ge=0)
-    stderr_tail_bytes: int = Field(default=65536, ge=0)
-    max_line_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
 
 
 class RunAdapter(Protocol):
@@ -139,24 +91,6 @@ class RunAdapter(Protocol):
     def translate(self, kind: str, data: JsonDict) -> list[tuple[str, JsonDict]]: ...
 
     def finish(self, outcome: HostOutcome) -> HostOutcome: ...
-
-
-ConfigT = TypeVar("ConfigT", bound=BaseModel)
-
-
-def validate_config(model: type[ConfigT], *layers: Mapping[str, object]) -> ConfigT:
-    """Merge config layers (later wins) and validate as ``model``; ``InvalidArgument``
-    on failure."""
-    merged: dict[str, object] = {}
-    for layer in layers:
-        merged.update(layer)
-    try:
-        return model.model_validate(merged)
-    except ValidationError as exc:
-        raise InvalidArgument(
-            f"invalid {model.__name__}: {exc.errors(include_url=False)}",
-            reason="invalid_host_config",
-        ) from None
 
 
 class SubprocessHost:

@@ -1,0 +1,84 @@
+"""What a ``subprocess`` host is configured with, and how any host's config is checked.
+
+The configuration model is read by every host built on the subprocess host (the
+Python runner, the scripted agent, the Codex CLI and Claude Code hosts) and by the
+doctor, which validates a session's config without starting anything; keeping it
+apart from the running of the process lets them import the model alone.
+docs/agents.md describes each field for someone writing an agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from turnkeeper.errors import InvalidArgument
+from turnkeeper.hosts.completion import (
+    DEFAULT_COMPLETION_RULE,
+    DEFAULT_DONE_MARKER,
+    CompletionRule,
+    DoneMarker,
+)
+from turnkeeper.hosts.launch import PassedName
+
+
+class HandleRule(BaseModel):
+    """Where in which event the host's session handle appears (``field`` is dotted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    field: str
+
+
+class SubprocessHostConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: list[str] = Field(min_length=1)
+    resume_command: list[str] | None = None
+    event_format: Literal["jsonl", "text"] = "text"
+    stdin: Literal["null", "instructions", "request"] = "null"
+    # In jsonl mode a malformed line fails the turn (error kind protocol) unless tolerated.
+    tolerate_malformed: bool = False
+    env: dict[str, str] = Field(default_factory=dict)
+    # Of the environment ``run`` started in: the core (hosts/launch.py CORE_ENV), plus
+    # these names or ``PREFIX*``es; ``inherit_env``: all of it. Never turnkeeper's own
+    # credentials.
+    pass_env: list[PassedName] = Field(default_factory=list, max_length=256)
+    inherit_env: bool = False
+    handle_from: list[HandleRule] = Field(
+        default_factory=lambda: [HandleRule(kind="session.bound", field="handle")]
+    )
+    result_kind: str = "result"
+    # A turn on a todo that printed no result event: does exit 0 complete it?
+    # (hosts/completion.py; a result event always wins.)
+    complete_todo: CompletionRule = DEFAULT_COMPLETION_RULE
+    done_marker: DoneMarker = DEFAULT_DONE_MARKER
+    # After the host exits, end processes still carrying the turn's marker: a turn is
+    # bounded, and whatever it left running would otherwise outlive its receipt.
+    kill_stragglers: bool = True
+    # How long to keep reading output after the host exited (a detached child may
+    # hold the pipe open forever).
+    drain_seconds: float = Field(default=2.0, ge=0)
+    stderr_tail_bytes: int = Field(default=65536, ge=0)
+    max_line_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def validate_config(model: type[ConfigT], *layers: Mapping[str, object]) -> ConfigT:
+    """Merge config layers (later wins) and validate as ``model``; ``InvalidArgument``
+    on failure."""
+    merged: dict[str, object] = {}
+    for layer in layers:
+        merged.update(layer)
+    try:
+        return model.model_validate(merged)
+    except ValidationError as exc:
+        raise InvalidArgument(
+            f"invalid {model.__name__}: {exc.errors(include_url=False)}",
+            reason="invalid_host_config",
+        ) from None
