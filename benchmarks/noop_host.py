@@ -20,7 +20,8 @@ from typing import Any
 
 from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.hosts import TurnRequest, process_tree
-from turnkeeper.hosts.inprocess import Emit, InProcessHost, InProcessRun
+from turnkeeper.hosts.base import Emit
+from turnkeeper.hosts.inprocess import InProcessHost, InProcessRun
 
 DEFAULT_REPLY = "Worked on the todo: read the failing test, patched the parser, re-ran the suite."
 

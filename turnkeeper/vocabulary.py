@@ -10,6 +10,7 @@ value, which is what the event log stores.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 
 class TurnKind(StrEnum):
@@ -38,3 +39,9 @@ class HostErrorKind(StrEnum):
     # The turn was lost with its host (a restart, a dead runner): recorded by the
     # recovery table, never reported by a host.
     LOST = "lost"
+
+
+# What an effect provider's read-back found: the effects report it, the session kernel
+# records it. A Literal, not an enum, because a third-party provider returns the bare
+# string and the journal stores just that.
+ReadbackStatus = Literal["applied", "not_applied", "unknown"]

@@ -33,7 +33,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "store": ("errors",),
         "boundary": ("errors",),
         "hosts": ("errors", "vocabulary", "host_reports"),
-        "effects": ("errors",),
+        "effects": ("errors", "vocabulary"),
         "extensions": ("errors", "boundary", "effects", "hosts", "kernel"),
         "runner": ("errors", "crashpoints", "hosts", "vocabulary", "host_reports"),
         "runtime": (

@@ -11,7 +11,8 @@ import pytest
 from tests.hosts.conftest import MakeRequest
 from turnkeeper.errors import NotFound, Unavailable
 from turnkeeper.hosts import HostErrorKind, TurnKind, TurnRequest
-from turnkeeper.hosts.inprocess import Emit, InProcessHost
+from turnkeeper.hosts.base import Emit
+from turnkeeper.hosts.inprocess import InProcessHost
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.runtime.control.controller import Controller, ControllerConfig
 from turnkeeper.store import open_store

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from turnkeeper.hosts import TurnRequest
-from turnkeeper.hosts.inprocess import Emit, InProcessRun
+from turnkeeper.hosts.base import Emit
 from turnkeeper.hosts.inprocess import InProcessHost as _InProcessHost
+from turnkeeper.hosts.inprocess import InProcessRun
 
 ResultFor = Callable[[TurnRequest], dict[str, Any]]
 

@@ -18,7 +18,8 @@ from tests.usage.project import UserProject
 from turnkeeper import Project
 from turnkeeper.errors import FailedPrecondition, InvalidArgument, NotFound
 from turnkeeper.hosts import TurnRequest
-from turnkeeper.hosts.inprocess import Emit, InProcessHost
+from turnkeeper.hosts.base import Emit
+from turnkeeper.hosts.inprocess import InProcessHost
 from turnkeeper.kernel.model import GateStatus, GoalStatus, NoFollowUpReason, TodoStatus
 
 

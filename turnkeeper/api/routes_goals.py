@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, JsonValue
 from turnkeeper.api.access import access
 from turnkeeper.api.deps import Body, IdField, IdPath, JsonObject, store_of
 from turnkeeper.kernel import GoalState, TerminalAudit
+from turnkeeper.kernel.limits import TEXT_MAX_CHARS, TITLE_MAX_CHARS
 from turnkeeper.kernel.model import Claim, Evidence, Gate, Monitor, NoFollowUpReason, Todo
 from turnkeeper.kernel.proposals import AddMonitor, RecordReadback, checked_input
 from turnkeeper.project_api.goals import Gates, Goals, StoreOf, Todos
@@ -26,8 +27,9 @@ from turnkeeper.store.base import EventStore
 
 router = APIRouter(prefix="/v1", tags=["goals"])
 Store = Annotated[EventStore, Depends(store_of)]
-Text = Annotated[str, Field(max_length=20_000)]
-Title = Annotated[str, Field(max_length=2_000)]
+# The kernel's own bounds, checked here too so that the API's schema shows them.
+Text = Annotated[str, Field(max_length=TEXT_MAX_CHARS)]
+Title = Annotated[str, Field(max_length=TITLE_MAX_CHARS)]
 Ids = Annotated[list[IdField], Field(max_length=1000)]
 
 

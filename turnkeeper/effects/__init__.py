@@ -7,7 +7,7 @@ idempotency key and read them back (step 6 of the turn transaction).
 runtime that drives them is :mod:`turnkeeper.runtime.turn.effects`.
 """
 
-from turnkeeper.effects.base import ApplyResult, EffectProvider, Readback, ReadbackStatus
+from turnkeeper.effects.base import ApplyResult, EffectProvider, Readback
 from turnkeeper.effects.config import (
     EFFECTS_CONFIG_KEY,
     EffectsConfig,
@@ -21,6 +21,7 @@ from turnkeeper.effects.registry import (
     available_provider_kinds,
     load_provider,
 )
+from turnkeeper.vocabulary import ReadbackStatus  # a provider returns one of these
 
 __all__ = [
     "EFFECTS_CONFIG_KEY",

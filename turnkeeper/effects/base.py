@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
-ReadbackStatus = Literal["applied", "not_applied", "unknown"]
+from turnkeeper.vocabulary import ReadbackStatus
+
 Request = Mapping[str, JsonValue]
 
 

@@ -12,7 +12,7 @@ The process identity and the events are the kernel's own records
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -24,6 +24,10 @@ from turnkeeper.errors import FailedPrecondition
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import HostErrorKind, HostStatus, TurnKind
+
+# How a turn function written in Python reports an event (``kind``, ``data``), in
+# process or under the Python runner.
+Emit = Callable[[str, JsonDict], None]
 
 #: The environment variable that marks every process of a turn. It is inherited by
 #: ``setsid`` grandchildren, which is how a restarted control plane finds them.

@@ -40,11 +40,10 @@ from turnkeeper.errors import NotFound, Unavailable
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import process_tree
 from turnkeeper.hosts._events import EventLog
-from turnkeeper.hosts.base import Host, HostOutcome, KillReport, TurnRequest
+from turnkeeper.hosts.base import Emit, Host, HostOutcome, KillReport, TurnRequest
 from turnkeeper.json_types import JsonDict, JsonMapping
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
-Emit = Callable[[str, JsonDict], None]
 TurnFunction = Callable[[TurnRequest, Emit], JsonDict | None]
 
 

@@ -17,10 +17,9 @@ import traceback
 from collections.abc import Callable
 from typing import TextIO, cast
 
-from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.hosts.base import Emit, TurnRequest
 from turnkeeper.json_types import JsonDict
 
-Emit = Callable[[str, JsonDict], None]
 # The ``module:function`` named in the host config: user code, whose signature is
 # only known by calling it (a non-callable raises there, as a failed turn).
 TurnFunction = Callable[[TurnRequest, Emit], object]

@@ -11,7 +11,7 @@ from pydantic import Field, JsonValue, model_validator
 # The host's own records, journaled as they are (re-exported for the kernel's users).
 from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
-from turnkeeper.vocabulary import HostErrorKind
+from turnkeeper.vocabulary import HostErrorKind, ReadbackStatus
 
 HOST_RECOVERY_SCHEMA_VERSION: Final = "turnkeeper.host_recovery.v1"
 
@@ -63,7 +63,6 @@ class ProposalDecision(KernelModel):
 
 
 EffectOutcome = Literal["open", "applied", "indeterminate", "rejected"]
-ReadbackStatus = Literal["applied", "not_applied", "unknown"]
 MAX_READBACK_BYTES = 8_192
 
 
