@@ -240,6 +240,14 @@ def test_unknown_fields_and_types_fail_closed() -> None:
         SESSION_EVENT_ADAPTER.validate_python({**data, "type": "session.unknown"})
 
 
+def test_a_state_of_an_unknown_version_is_refused_not_taken_for_this_one() -> None:
+    state = new_session().s.model_dump(mode="json")
+    assert state["schema_version"] == 1
+    assert session_pkg.SessionState.model_validate(state).schema_version == 1
+    with pytest.raises(ValidationError):
+        session_pkg.SessionState.model_validate({**state, "schema_version": 2})
+
+
 def test_fold_refuses_inconsistent_streams() -> None:
     h = new_session()
     accept(h, "t1")

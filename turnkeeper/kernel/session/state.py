@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import AwareDatetime, Field
 
@@ -25,7 +25,9 @@ from turnkeeper.kernel.session.records import EffectRef, ReceiptSuccess, Snapsho
 from turnkeeper.kernel.session.report import RecoveryReport
 from turnkeeper.vocabulary import HostErrorKind, TurnKind
 
-SESSION_STATE_SCHEMA_VERSION = 1
+# Like every record's version, a Literal: a state of a version this code does not know
+# is refused when it is read, not taken for this one.
+SESSION_STATE_SCHEMA_VERSION: Final = 1
 
 
 # ``deleted`` is final like ``closed``, reached only through a DELETE operation.
@@ -158,7 +160,7 @@ class SessionCounters(KernelModel):
 
 
 class SessionState(KernelModel):
-    schema_version: int = SESSION_STATE_SCHEMA_VERSION
+    schema_version: Literal[1] = SESSION_STATE_SCHEMA_VERSION
     session_id: UuidStr
     goal_id: Id
     workspace: str
