@@ -65,6 +65,7 @@ from benchmarks.real_run import (
     finished,
     make_project,
     profile_phases,
+    profiler_available,
 )
 from benchmarks.turn_log import cycles_in, gaps_in, median, read_turns, steady_window, steps_in
 
@@ -234,7 +235,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                 )
         for size in res.sizes.values():
             _summarise(size)
-        if settings.profile:
+        if settings.profile and profiler_available(say):
             n = max(settings.sizes)
             say(f"profiling one more run of {n} sessions under py-spy ...")
             point, phases = run_fleet(work / f"profile-n{n}", n, settings, say, profile=True)

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -203,6 +204,15 @@ def _children_of(pid: int) -> list[int]:
         if parent == pid:
             found.append(int(stat.parent.name))
     return found
+
+
+def profiler_available(say: Callable[[str], None]) -> bool:
+    """Whether py-spy is installed beside this Python; when it is not, ``say`` why the
+    benchmark goes on without its profile (the measurements do not need it)."""
+    if PY_SPY.exists():
+        return True
+    say(f"py-spy is not installed beside {sys.executable}: no profile (pip install py-spy)")
+    return False
 
 
 class RunProcess:

@@ -60,6 +60,7 @@ from benchmarks.real_run import (
     finished,
     make_project,
     profile_phases,
+    profiler_available,
 )
 from benchmarks.turn_bench import TURN, TurnPeer
 from benchmarks.turn_log import read_turns, steady_window, steps_in
@@ -198,7 +199,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                     + ", ".join(f"{k} {v:.2f} ms" for k, v in now.wall_ms.items())
                     + f"; controller {now.controller_cpu_ms_per_turn:.2f} ms CPU/turn"
                 )
-            if settings.profile:
+            if settings.profile and profiler_available(say):
                 say("one more run under py-spy ...")
                 profiled = Round()
                 # Longer than a measured run: enough samples of the steady turns.
