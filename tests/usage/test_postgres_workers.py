@@ -34,9 +34,10 @@ from tests.usage.project import (
     wait_for,
 )
 from turnkeeper import Project
-from turnkeeper.chaos.procs import cmdline, live_marked_processes
+from turnkeeper.chaos.procs import live_marked_processes
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionChecker, SessionView, owner_pid, read_runs
+from turnkeeper.chaos.worker_fleet import runs_an_agent
 from turnkeeper.chaos.workers import AGENT
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import LeaseAcquired, TurnAccepted
@@ -203,18 +204,7 @@ def records(worker: Background, event: str) -> list[dict[str, Any]]:
 
 def agent_of(worker: Background, agent: Path) -> bool:
     """Whether one of the user's agents runs under ``worker`` now."""
-    for name in os.listdir("/proc"):
-        if name.isdigit() and str(agent) in cmdline(int(name)):
-            pid = int(name)
-            while pid > 1:
-                try:
-                    raw = Path(f"/proc/{pid}/stat").read_bytes()
-                except OSError:
-                    break
-                pid = int(raw[raw.rindex(b")") + 2 :].split()[1])
-                if pid == worker.pid:
-                    return True
-    return False
+    return runs_an_agent(worker.pid, str(agent))
 
 
 @pytest.fixture
