@@ -125,6 +125,7 @@ def test_session_show_list_and_unique_prefixes(project: Path, tk: Invoke) -> Non
     created = run_json(tk, "session", "create", "g1", "--workspace", ws, "--no-snapshots")
     assert created.pop("request_id")  # the create's own answer names its request id
     sid = created["session_id"]
+    assert created.pop("id") == sid  # and, like every write's, the id it created
 
     assert run_json(tk, "session", "show", sid) == created
     assert run_json(tk, "session", "show", sid[:8]) == created
