@@ -46,9 +46,14 @@ def stop_on_signals(
     def handler(signum: int, _frame: FrameType | None) -> None:
         if controller.stopping:
             signal.signal(signum, signal.SIG_DFL)  # a third signal ends us whatever happens
-            ended = controller.driver.kill_running_hosts()
+            hosts = controller.driver.kill_running_hosts()
             # Straight to the file descriptor: this may interrupt a write to the stream.
-            note = f"ended the hosts of turns {', '.join(ended)}; " if ended else ""
+            note = f"ended the hosts of turns {', '.join(hosts.ended)}; " if hosts.ended else ""
+            if hosts.not_ended:
+                note += (
+                    f"could not end the hosts of turns {', '.join(hosts.not_ended)} "
+                    "(the next run ends what is left); "
+                )
             os.write(2, f"turnkeeper: {note}exiting now\n".encode())
             os.kill(os.getpid(), signum)
             return

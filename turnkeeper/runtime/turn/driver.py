@@ -72,7 +72,7 @@ from turnkeeper.runtime.turn.host_receipts import bounded_result as _bounded_res
 from turnkeeper.runtime.turn.lease_keeper import LEASE_SECONDS, LeaseKeeper, renewing
 from turnkeeper.runtime.turn.run_progress import TurnWatcher
 from turnkeeper.runtime.turn.runner_link import Reattached, forget_turn
-from turnkeeper.runtime.turn.running_hosts import RunningHost, RunningHosts
+from turnkeeper.runtime.turn.running_hosts import EndedHosts, RunningHost, RunningHosts
 from turnkeeper.runtime.turn.writeback import (
     PreparedWriteBack,
     claim_owner,
@@ -252,9 +252,9 @@ class TurnDriver:
         """The hosts running now: which turn of which session, for how long."""
         return self._hosts.listed()
 
-    def kill_running_hosts(self) -> list[str]:
+    def kill_running_hosts(self) -> EndedHosts:
         """End every running host's whole process tree (a second SIGINT, the process
-        about to exit); their turn ids. From now on no turn records its host's end:
+        about to exit). From now on no turn records its host's end:
         the host died of our kill, not of its own failure, and the next run recovers
         the turn as lost (its continuation tells the agent to reconcile)."""
         return self._hosts.kill_all()

@@ -24,6 +24,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class EndedHosts:
+    """What :meth:`RunningHosts.kill_all` did: the turns whose host it ended, and those
+    whose host it could not end (a process survived, or ending it raised): the caller
+    says so, and the next run's recovery ends what is left by the turn's marker."""
+
+    ended: list[str]
+    not_ended: list[str]
+
+
+@dataclass(frozen=True)
 class RunningHost:
     turn_id: str
     session_id: str
@@ -65,14 +75,20 @@ class RunningHosts:
             for tid, (sid, run, since) in items
         ]
 
-    def kill_all(self) -> list[str]:
-        """End every running host's whole process tree; their turn ids."""
+    def kill_all(self) -> EndedHosts:
+        """End every running host's whole process tree."""
         self._exiting.set()
         with self._lock:
             items = list(self._running.items())
+        ended: list[str] = []
+        not_ended: list[str] = []
         for turn_id, (_, run, _) in items:
             try:
-                run.kill_tree()
-            except Exception:  # one tree that cannot be ended must not spare the others
+                complete = run.kill_tree().complete
+            # Any host's own error (a plugin's too): one tree that cannot be ended must
+            # not spare the others, and the caller names it.
+            except Exception:
                 log.exception("turn %s: ending the host's process tree failed", turn_id)
-        return [tid for tid, _ in items]
+                complete = False
+            (ended if complete else not_ended).append(turn_id)
+        return EndedHosts(ended, not_ended)
