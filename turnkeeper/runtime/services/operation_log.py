@@ -9,7 +9,7 @@ reads as the operation it joined.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from turnkeeper.errors import NotFound
@@ -48,22 +48,8 @@ class OperationRecord:
     preserved: JsonDict | None = None
 
     def as_json(self) -> JsonDict:
-        # Every field, in their order (the API's answer keeps it).
-        return {
-            "request_id": self.request_id,
-            "session_id": self.session_id,
-            "kind": self.kind,
-            "root_request_id": self.root_request_id,
-            "status": self.status,
-            "outcome": self.outcome,
-            "superseded_by": self.superseded_by,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "steps": list(self.steps),
-            "generation": self.generation,
-            "payload_digest": self.payload_digest,
-            "preserved": self.preserved,
-        }
+        # Every field, in their order (the API's answer keeps it); each is JSON already.
+        return asdict(self)
 
 
 def _not_found(request_id: str) -> NotFound:
