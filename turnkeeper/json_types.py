@@ -9,6 +9,7 @@ that reads a field narrows it with ``isinstance`` or validates it into a model.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from pydantic import JsonValue
@@ -18,4 +19,14 @@ JsonList = list[JsonValue]
 # What a function that only reads a JSON object accepts: a ``dict[str, str]`` is one.
 JsonMapping = Mapping[str, JsonValue]
 
-__all__ = ["JsonDict", "JsonList", "JsonMapping", "JsonValue"]
+
+def json_object(text: str | bytes) -> JsonDict:
+    """``text`` decoded, when it is a JSON object; ValueError when it is not JSON or
+    not an object (a record that is always one: a run's line, a settings file)."""
+    data: JsonValue = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object: {str(text)[:200]!r}")
+    return data
+
+
+__all__ = ["JsonDict", "JsonList", "JsonMapping", "JsonValue", "json_object"]

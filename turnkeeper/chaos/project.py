@@ -9,7 +9,6 @@ after a timer or when the agent pauses mid-turn. Output goes to files under
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -25,7 +24,7 @@ from pathlib import Path
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.workload import GOAL_ID, PAUSE_NAME, Workload
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.json_types import JsonDict, JsonValue
+from turnkeeper.json_types import JsonDict, json_object
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import SessionEvent, TurnAccepted
 from turnkeeper.runtime.services.goals import GoalService
@@ -110,10 +109,9 @@ class RunRecord:
         """The final JSON document of ``run --json`` (None if it never printed one)."""
         rest = [ln for ln in self.stdout.splitlines() if not ln.startswith('{"progress"')]
         try:
-            data: JsonValue = json.loads("\n".join(rest))
+            return json_object("\n".join(rest))
         except ValueError:
             return None
-        return data if isinstance(data, dict) else None
 
     def describe(self) -> str:
         return (
@@ -284,15 +282,6 @@ class ChaosProject:
                 events = self.session_events()
                 ids.update(e.envelope.turn_id for e in events if isinstance(e, TurnAccepted))
         return ids
-
-
-def json_object(text: str) -> JsonDict:
-    """``text`` decoded, when it is a JSON object (a host run's record always is);
-    ValueError when it is not."""
-    data: JsonValue = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"not a JSON object: {text[:200]!r}")
-    return data
 
 
 def _make_repo(repo: Path) -> None:

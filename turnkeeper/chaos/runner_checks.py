@@ -30,11 +30,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from turnkeeper.chaos.checks import INV2, INV4, CheckResult, Violation
-from turnkeeper.chaos.project import json_object
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionChecker, SessionView
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.json_types import JsonDict, JsonList, JsonMapping, JsonValue
+from turnkeeper.json_types import JsonDict, JsonList, JsonMapping, JsonValue, json_object
 from turnkeeper.kernel.session import (
     HostEventsJournaled,
     RecoveryReported,

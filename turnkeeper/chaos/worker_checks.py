@@ -31,10 +31,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from turnkeeper.chaos.checks import INV2, INV4, Checker, CheckResult, Violation
-from turnkeeper.chaos.project import ChaosProject, json_object
+from turnkeeper.chaos.project import ChaosProject
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.json_types import JsonDict
+from turnkeeper.json_types import JsonDict, json_object
 from turnkeeper.kernel.session import (
     EffectIntended,
     HostEventsJournaled,

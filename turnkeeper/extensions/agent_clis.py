@@ -10,7 +10,6 @@ from — never its value.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -32,7 +31,7 @@ from turnkeeper.hosts.agent_cli import (
 )
 from turnkeeper.hosts.claude import ClaudeHostConfig, config_dir
 from turnkeeper.hosts.codex import CodexHostConfig, codex_home
-from turnkeeper.json_types import JsonDict, JsonValue
+from turnkeeper.json_types import JsonDict, json_object
 
 VERSION_TIMEOUT_SECONDS = 5.0
 _VERSION = re.compile(r"\b(\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)\b")
@@ -125,7 +124,7 @@ def _claude_credentials(cfg: AgentCliConfig) -> list[str]:
         if _env_value(cfg, variable) is not None:
             found.append(f"{variable} is set: {cloud}'s own credentials are used")
     try:
-        settings = json_object(home / "settings.json")
+        settings = json_file(home / "settings.json")
     except ValueError:
         settings = {}
     if settings.get("apiKeyHelper"):
@@ -133,17 +132,15 @@ def _claude_credentials(cfg: AgentCliConfig) -> list[str]:
     return found
 
 
-def json_object(path: Path) -> JsonDict:
+def json_file(path: Path) -> JsonDict:
     """A JSON object file; ``{}`` when it is absent, ValueError when it is not one."""
     try:
-        data: JsonValue = json.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError) as error:
         raise ValueError(str(error)) from error
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} is not a JSON object")
-    return data
+    return json_object(text)
 
 
 CODEX = AgentCli(
