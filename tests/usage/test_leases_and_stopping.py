@@ -190,6 +190,9 @@ def test_second_sigint_ends_the_host_tree_and_exits(user_project: UserProject, t
 
     run.signal(signal.SIGINT)
     assert run.wait(30) == -signal.SIGINT
+    said_last = run.err.read_text(errors="replace")
+    assert "ended the hosts of turns" in said_last, said_last
+    assert "Traceback" not in said_last, said_last  # exiting on purpose is no failure
     wait_for(lambda: not processes_with(f"sleep {token}"), 10, "no agent process left")
 
     # The next run recovers the turn as lost and finishes the goal.

@@ -75,7 +75,10 @@ class SessionThreads:
             try:
                 drive(sid)
             except BaseException as error:  # recorded, re-raised by the caller at the end
-                log.exception("session %s: driving it failed", sid)
+                # A SystemExit is the control plane exiting on purpose (a second signal
+                # ended the hosts), not a failure to show a traceback for.
+                if not isinstance(error, SystemExit):
+                    log.exception("session %s: driving it failed", sid)
                 with self._lock:
                     self.errors.append(error)
             finally:
