@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import typer.main
+from typer.core import TyperGroup
 
 from tests.usage.project import turnkeeper_executable
 from turnkeeper.cli.lazy_group import LazyGroup
@@ -35,6 +36,19 @@ def test_every_line_is_its_commands_own_first_paragraph() -> None:
         assert command.name == entry.name
         own = command.short_help or command.help or ""
         assert entry.summary == _first_paragraph(own), entry.name
+
+
+def test_every_sub_command_lists_its_first_paragraph_on_one_line() -> None:
+    # A group's listing prints a command's first paragraph as written: a docstring whose
+    # first sentence runs over two source lines shows up broken mid-sentence there.
+    for entry in Commands.LAZY:
+        group = entry.load()
+        if not isinstance(group, TyperGroup):
+            continue
+        for name, command in group.commands.items():
+            own = command.short_help or command.help or ""
+            first = own.split("\n\n", maxsplit=1)[0].strip()
+            assert "\n" not in first, f"{entry.name} {name}: {first!r}"
 
 
 def test_the_names_are_unique_and_listed_in_order() -> None:

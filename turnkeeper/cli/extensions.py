@@ -84,10 +84,11 @@ def extensions_disable(
     group: str | None = GroupOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Disable an extension in this project: no session is created on a disabled host
-    kind, a session on one is suspended before its next turn, and a disabled effect
-    provider's effects are refused with nothing run. Every worker sharing the
-    project's database obeys it.
+    """Disable an extension in this project, for every worker sharing its database.
+
+    No session is created on a disabled host kind, a session on one is suspended
+    before its next turn, and a disabled effect provider's effects are refused with
+    nothing run.
 
     Example: turnkeeper extensions disable http --reason "the ticket API is frozen"
     """
@@ -110,8 +111,9 @@ def extensions_enable(
     group: str | None = GroupOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Enable an extension this project disabled (suspended sessions on it then need
-    `turnkeeper session resume`). Enabling what is enabled changes nothing.
+    """Enable an extension this project disabled; enabling what is enabled changes nothing.
+
+    Sessions suspended on it then need `turnkeeper session resume`.
 
     Example: turnkeeper extensions enable http
     """

@@ -65,8 +65,9 @@ def session_create(
     as_json: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
-    """Bind an agent host to a goal and a workspace (the top of a git repository, or
-    any directory with --no-snapshots).
+    """Bind an agent host to a goal and a workspace.
+
+    The workspace is the top of a git repository, or any directory with --no-snapshots.
 
     Example:
 

@@ -73,9 +73,10 @@ def turn_show(
     ),
     as_json: bool = JsonOption,
 ) -> None:
-    """One turn: envelope, instructions, steps with their times, receipt (with the full
-    error of a failed turn), the last host events, effects and snapshot. A unique
-    prefix of the turn id is enough.
+    """One turn: envelope, instructions, steps, receipt, host events, effects, snapshot.
+
+    The steps carry their times and the receipt the full error of a failed turn. A
+    unique prefix of the turn id is enough.
 
     Example:
 
