@@ -248,6 +248,9 @@ def session_crash(
 ) -> None:
     """Mark a session crashed (an operator's call): `session revert` can then restore it.
 
+    The host of a turn still in flight (a controller killed mid-turn leaves it running)
+    is ended first, so nothing changes the workspace before the revert.
+
     Example:
 
     \b
@@ -257,10 +260,7 @@ def session_crash(
 
     with open_project_store() as (_, store):
         result = OperatorActions(store).crash(session_id, reason)
-    if as_json:
-        print_json(result.state)
-    else:
-        console.print(f"marked session [bold]{result.state.session_id}[/] crashed")
+    _print_operator(result, as_json, "marked crashed:")
 
 
 RequestIdOption = typer.Option(..., "--request-id", help="Client request id: a retry joins it.")

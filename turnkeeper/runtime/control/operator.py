@@ -54,13 +54,7 @@ class OperatorActions:
         live_holder = before.lease.owner if before.lease.is_live(self._sessions.now()) else None
         self._leases.acquire(sid, take_over_live=f"operator stop: {reason}")
         try:
-            turn = self._sessions.load(sid).in_flight
-            killed: list[int] = []
-            if turn is not None:
-                # Ended before the turn is abandoned: a host that outlived its turn's
-                # record would go on changing the workspace with nobody watching.
-                report = process_tree.kill_turn_processes(turn.envelope.turn_id, turn.process)
-                killed = [k.pid for k in report.killed]
+            ended_turn, killed = self._end_in_flight_host(sid)
             done = self._status(sid, "stop", reason)
             released = release_session_claims(self._goals, done.goal_id, sid)
         finally:
@@ -68,10 +62,23 @@ class OperatorActions:
         return OperatorResult(
             state=self._sessions.load(sid),
             taken_from=live_holder if live_holder != self._leases.owner else None,
-            ended_turn=turn.envelope.turn_id if turn is not None else None,
+            ended_turn=ended_turn,
             killed_pids=killed,
             released_todos=released,
         )
+
+    def _end_in_flight_host(self, sid: str) -> tuple[str | None, list[int]]:
+        """End the processes of the session's turn in flight, if any (under its lease).
+
+        Done before the session's status changes: a host that outlived its turn's
+        record would go on changing the workspace with nobody watching — after a stop,
+        or after a crash mark, while its todos are free and a revert restores the tree.
+        """
+        turn = self._sessions.load(sid).in_flight
+        if turn is None:
+            return None, []
+        report = process_tree.kill_turn_processes(turn.envelope.turn_id, turn.process)
+        return turn.envelope.turn_id, [k.pid for k in report.killed]
 
     def resume(self, session_ref: str, reason: str) -> OperatorResult:
         sid = self.resolve(session_ref)
@@ -92,10 +99,17 @@ class OperatorActions:
 
     def crash(self, session_ref: str, reason: str) -> OperatorResult:
         sid = self.resolve(session_ref)
-        state = self._with_lease(sid, "mark_crashed", reason)
+        self._leases.acquire(sid)  # a live controller's session is refused: stop it first
+        try:
+            ended_turn, killed = self._end_in_flight_host(sid)
+            state = self._status(sid, "mark_crashed", reason)
+        finally:
+            self._leases.release(sid)
         # A crashed session waits for a revert or a resume: its todos are free meanwhile.
         released = release_session_claims(self._goals, state.goal_id, sid)
-        return OperatorResult(state=state, released_todos=released)
+        return OperatorResult(
+            state=state, ended_turn=ended_turn, killed_pids=killed, released_todos=released
+        )
 
     def _with_lease(self, sid: str, action: StatusAction, reason: str) -> SessionState:
         """A status change under a short-lived lease of this command's own."""
