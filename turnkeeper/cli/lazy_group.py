@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, ClassVar
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from turnkeeper.cli.help_text import reflow_help
+
 if TYPE_CHECKING:
     # Typer carries its own Click (``typer._click``): its classes are what Typer's
     # groups hold and return, so the annotations name them.
@@ -43,6 +45,7 @@ class LazyCommand:
             single.command(name=self.name)(found)
             command = typer.main.get_command(single)
         command.name = self.name
+        reflow_help(command)
         return command
 
 
