@@ -306,3 +306,39 @@ def test_kill_turn_processes_ends_the_cgroup_a_crashed_control_plane_left(
     assert gone(sleeper, stat.start_time)
     assert not cgroup.exists()
     assert cgroups.find(request.turn_id) is None
+
+
+@needs_cgroup
+def test_an_empty_turn_cgroup_is_removed_without_freezing_or_killing(
+    turn_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The usual end of a turn: the host exited and left nothing; its cgroup (and one it
+    # made inside) is removed straight away.
+    cgroup = cgroups.create(turn_id)
+    (cgroup.path / "inner").mkdir()
+
+    def refuse(self: cgroups.TurnCgroup, name: str, value: str) -> bool:
+        raise AssertionError(f"wrote {name} of an empty cgroup")
+
+    monkeypatch.setattr(cgroups.TurnCgroup, "_write", refuse)
+    ended = cgroups.end(cgroup, protected={os.getpid()}, timeout=5)
+    assert ended.removed and ended.members == {} and not cgroup.exists()
+
+
+@needs_cgroup
+def test_a_turns_directory_removed_under_a_running_process_is_made_again(
+    turn_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whether the turns directory exists is remembered, not asked each turn: when it
+    # went away (an operator's cleanup), the next turn makes it again.
+    monkeypatch.setattr(cgroups, "TURNS_DIR", f"turnkeeper.turns-{uuid.uuid4().hex[:8]}")
+    first = cgroups.create(f"{turn_id}-1")
+    parent = first.path.parent
+    assert cgroups.end(first, protected=set(), timeout=5).removed
+    parent.rmdir()
+    second = cgroups.create(f"{turn_id}-2")
+    try:
+        assert second.exists() and second.path.parent == parent
+    finally:
+        second.remove()
+        parent.rmdir()

@@ -25,6 +25,7 @@ ever enabled in a ``subtree_control`` here, so each turn's cgroup may hold proce
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -161,19 +162,33 @@ def _mount() -> tuple[Path, str] | None:
     return _mounts[source]
 
 
+# Our cgroup directory under the mount, by (mount table file, our cgroup as
+# /proc/self/cgroup says): one entry per cgroup this process was ever in (a handful at
+# most), so a turn pays one read of /proc/self/cgroup, not that plus Path building and a
+# stat. A directory once seen stays valid: our own cgroup cannot be removed while we
+# are in it, and a move to another cgroup is a new key.
+_own_dirs: dict[tuple[Path, str], tuple[Path, Path]] = {}
+_OWN_DIRS_MAX = 64
+
+
 def _hierarchy() -> tuple[Path, Path]:
     """(cgroup2 mount point, our own cgroup directory); ``CgroupUnavailableError`` if none."""
     if not sys.platform.startswith("linux"):
         raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
     try:
         mount = _mount()
-        own = own_cgroup(OWN_CGROUP.read_text())
+        with open(OWN_CGROUP) as own_file:
+            own = own_cgroup(own_file.read())
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
     if mount is None:
         raise CgroupUnavailableError("no cgroup2 file system is mounted")
     if own is None:
         raise CgroupUnavailableError("this process has no cgroup v2 membership (cgroup v1 only)")
+    key = (MOUNTINFO, own)
+    known = _own_dirs.get(key)
+    if known is not None:
+        return known
     point, root = mount
     if root not in ("/", own) and not own.startswith(root.rstrip("/") + "/"):
         raise CgroupUnavailableError(f"our cgroup {own} is outside the mounted part {root}")
@@ -181,6 +196,9 @@ def _hierarchy() -> tuple[Path, Path]:
     own_dir = point / relative.lstrip("/")
     if not (own_dir / "cgroup.procs").exists():
         raise CgroupUnavailableError(f"our cgroup {own_dir} is not visible under {point}")
+    if len(_own_dirs) >= _OWN_DIRS_MAX:
+        _own_dirs.clear()
+    _own_dirs[key] = (point, own_dir)
     return point, own_dir
 
 
@@ -198,19 +216,40 @@ class TurnCgroup:
     def exists(self) -> bool:
         return self.path.is_dir()
 
-    def _tree(self) -> list[Path]:
+    @functools.cached_property
+    def _dir(self) -> str:
+        # Plain strings on the per-turn path: every Path join and parse costs more than
+        # the read or write it names (pathlib was 12% of a turn's controller CPU).
+        return os.fspath(self.path)
+
+    def _tree(self) -> list[str]:
         """This cgroup and any it holds (an agent running as root may make some), deepest
-        first: the order ``rmdir`` needs."""
-        dirs: list[Path] = []
-        for root, subdirs, _ in os.walk(self.path):
-            dirs.extend(Path(root) / d for d in subdirs)
-        return [*sorted(dirs, key=lambda p: len(p.parts), reverse=True), self.path]
+        first: the order ``rmdir`` needs. Unreadable directories are skipped, as
+        ``os.walk`` skips them."""
+        dirs: list[str] = []
+        pending = [self._dir]
+        while pending:
+            try:
+                with os.scandir(pending.pop()) as listing:
+                    found = [entry.path for entry in listing if entry.is_dir()]
+            except OSError:
+                continue
+            dirs.extend(found)
+            pending.extend(d for d in found if not os.path.islink(d))
+        if not dirs:  # the usual case: a turn's cgroup holds no cgroup of its own
+            return [self._dir]
+        return [*sorted(dirs, key=lambda d: d.count("/"), reverse=True), self._dir]
 
     def pids(self) -> list[int]:
+        return self._members(self._tree())
+
+    @staticmethod
+    def _members(tree: list[str]) -> list[int]:
         found: set[int] = set()
-        for cgroup in self._tree():
+        for cgroup in tree:
             try:
-                found.update(int(p) for p in (cgroup / "cgroup.procs").read_text().split())
+                with open(os.path.join(cgroup, "cgroup.procs")) as procs:
+                    found.update(int(p) for p in procs.read().split())
             except FileNotFoundError:
                 continue  # removed meanwhile
             except OSError as exc:
@@ -229,7 +268,8 @@ class TurnCgroup:
 
     def _write(self, name: str, value: str) -> bool:
         try:
-            (self.path / name).write_text(value)
+            with open(os.path.join(self._dir, name), "w") as control:
+                control.write(value)
         except FileNotFoundError:
             return False  # removed meanwhile, or a kernel without that file
         except OSError as exc:
@@ -247,9 +287,13 @@ class TurnCgroup:
 
     def remove(self) -> str:
         """Remove the (unpopulated) cgroup; '' when gone, else why it is still there."""
-        for cgroup in self._tree():
+        return self._remove(self._tree())
+
+    @staticmethod
+    def _remove(tree: list[str]) -> str:
+        for cgroup in tree:
             try:
-                cgroup.rmdir()
+                os.rmdir(cgroup)
             except FileNotFoundError:
                 continue
             except OSError as exc:
@@ -257,17 +301,39 @@ class TurnCgroup:
         return ""
 
 
+# The turns directories this process made (or found) and could write to: checked
+# again only when making a turn's cgroup in one fails, so a turn pays one mkdir, not
+# three calls. One per cgroup this process was in; cleared with _own_dirs' bound.
+_made: set[Path] = set()
+
+
 def turns_dir() -> Path:
     """``<our cgroup>/turnkeeper.turns``, made if needed (else ``CgroupUnavailableError``)."""
     _, own_dir = _hierarchy()
     parent = own_dir / TURNS_DIR
+    if parent in _made:
+        return parent
     try:
         parent.mkdir(exist_ok=True)
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot create {parent}: {exc.strerror or exc}") from None
     if not os.access(parent, os.W_OK):
         raise CgroupUnavailableError(f"{parent} is not writable by this process")
+    if len(_made) >= _OWN_DIRS_MAX:
+        _made.clear()
+    _made.add(parent)
     return parent
+
+
+def _make_dir(path: str) -> None:
+    """``mkdir``, an existing directory being fine (as ``Path.mkdir(exist_ok=True)``)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError as exc:
+        if not os.path.isdir(path):
+            raise CgroupUnavailableError(f"cannot create {path}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise CgroupUnavailableError(f"cannot create {path}: {exc.strerror or exc}") from None
 
 
 def create(turn_id: str) -> TurnCgroup:
@@ -280,12 +346,16 @@ def create(turn_id: str) -> TurnCgroup:
             _next_prune[0] = now + _PRUNE_EVERY_SECONDS
     if due:  # not per turn: listing every sibling cgroup costs O(sessions) each time
         _prune_stale(parent)
-    path = parent / turn_cgroup_name(turn_id)
+    path = os.path.join(parent, turn_cgroup_name(turn_id))
     try:
-        path.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise CgroupUnavailableError(f"cannot create {path}: {exc.strerror or exc}") from None
-    return TurnCgroup(turn_id, path)
+        _make_dir(path)
+    except CgroupUnavailableError:
+        # The turns directory was removed or made read-only since it was checked:
+        # check it as for a first turn (that names the cause), then try once more.
+        _made.discard(parent)
+        turns_dir()
+        _make_dir(path)
+    return TurnCgroup(turn_id, Path(path))
 
 
 # Leftovers are pruned at the first turn of a process and then at most this often.
@@ -349,7 +419,14 @@ def end(cgroup: TurnCgroup, protected: Container[int], timeout: float) -> Cgroup
     frozen and members are killed one by one, never that one.
     """
     deadline = time.monotonic() + timeout
-    foreign = {pid for pid in cgroup.pids() if pid in protected}
+    tree = cgroup._tree()
+    first = cgroup._members(tree)
+    if not first and not cgroup._remove(tree):
+        # Empty (the usual end: the host exited and left nothing): nothing to freeze
+        # or kill, and gone. rmdir refuses a cgroup that has a member, so one that
+        # joined after the read is not lost: it takes the path below.
+        return CgroupEnd({}, [], removed=True)
+    foreign = {pid for pid in first if pid in protected}
     if not foreign:
         cgroup.freeze()
     members: dict[int, Member] = {}
