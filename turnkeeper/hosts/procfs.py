@@ -38,8 +38,17 @@ class ProcStat:
         return self.state in _DEAD_STATES
 
 
+# Set once /proc was found: a mounted /proc does not go away under a running process,
+# and every turn asks (twice) before it reads a process's status.
+_proc_seen: list[bool] = []
+
+
 def require_proc() -> None:
-    if not (PROC / "self" / "stat").exists():
+    if _proc_seen:
+        return
+    if os.path.exists(f"{PROC}/self/stat"):
+        _proc_seen.append(True)
+    else:
         raise FailedPrecondition(
             f"process tracking needs Linux /proc (platform {sys.platform!r})",
             reason="process_tracking_unsupported",
@@ -52,10 +61,16 @@ def boot_id() -> str:
     return (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
 
 
+def _read_proc_file(pid: int, name: str) -> bytes:
+    # A formatted string, not Path joins: these run several times per turn.
+    with open(f"{PROC}/{pid}/{name}", "rb") as file:
+        return file.read()
+
+
 def read_stat(pid: int) -> ProcStat | None:
     """Parse ``/proc/<pid>/stat``; None if the process is gone."""
     try:
-        raw = (PROC / str(pid) / "stat").read_bytes()
+        raw = _read_proc_file(pid, "stat")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # comm (field 2) may contain spaces and parentheses: split after the last ')'.
@@ -74,7 +89,7 @@ def read_stat(pid: int) -> ProcStat | None:
 def read_marker(pid: int) -> str | None:
     """The ``TURNKEEPER_TURN_ID`` in a process's environment, if any and readable."""
     try:
-        raw = (PROC / str(pid) / "environ").read_bytes()
+        raw = _read_proc_file(pid, "environ")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     prefix = MARKER_ENV.encode() + b"="
@@ -88,7 +103,7 @@ def read_turn_env(pid: int) -> tuple[str, str] | None:
     """The ``(TURNKEEPER_SESSION_ID, TURNKEEPER_TURN_ID)`` of a process started for a
     turn, if its environment carries both and is readable."""
     try:
-        raw = (PROC / str(pid) / "environ").read_bytes()
+        raw = _read_proc_file(pid, "environ")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     found: dict[bytes, str] = {}
@@ -102,7 +117,7 @@ def read_turn_env(pid: int) -> tuple[str, str] | None:
 
 def read_cmdline(pid: int) -> str:
     try:
-        raw = (PROC / str(pid) / "cmdline").read_bytes()
+        raw = _read_proc_file(pid, "cmdline")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return ""
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
