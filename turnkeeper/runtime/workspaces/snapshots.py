@@ -117,22 +117,29 @@ def sha256_file(path: Path) -> str:
 def is_repository(workspace: Path) -> bool:
     """Whether ``workspace`` is the top level of a git repository. Remembered per
     ``.git`` inode: a workspace without ``.git`` is answered by stat alone."""
-    if not workspace.is_dir():
-        return False
+    return _top_level(workspace) is not None
+
+
+def _top_level(workspace: Path) -> Path | None:
+    """``workspace`` resolved, when it is the top level of a git repository (else None):
+    a turn's capture needs both, and resolving a path costs a stat per component."""
+    top = os.fspath(workspace)
+    if not os.path.isdir(top):
+        return None
     try:
-        marker = (workspace / ".git").stat().st_ino
+        marker: int | None = os.stat(os.path.join(top, ".git")).st_ino
     except OSError:
         marker = None
     key = workspace.resolve()
     if marker is not None and _repositories.get(key) == marker:
-        return True
+        return key
     if marker is None and "GIT_DIR" not in os.environ:
-        return False
+        return None
     proc = git(workspace, "rev-parse", "--show-toplevel", check=False)
     found = proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == key
     if found and marker is not None:
         _repositories[key] = marker
-    return found
+    return key if found else None
 
 
 _GITLINK_MODE = "160000"
@@ -224,9 +231,10 @@ def capture(
     after a crash rewrites the same ref and copy. A workspace unchanged since the
     session's last snapshot in this process gets that snapshot back. ``claims`` go
     into the commit message (see :class:`SnapshotClaims`)."""
-    if not is_repository(workspace):
+    top = _top_level(workspace)
+    if top is None:
         return None
-    key = (workspace.resolve(), session_id)
+    key = (top, session_id)
     seen = fingerprint(workspace, [artifact] if artifact is not None else [])
     with _last_lock:
         last = _last.get(key)

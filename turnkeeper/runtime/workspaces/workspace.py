@@ -58,34 +58,46 @@ def git_marker(cwd: Path) -> Path | None:
     return None
 
 
-def _stat(path: Path) -> tuple[str, int, int, int] | None:
+def _stat(path: str) -> tuple[str, int, int, int] | None:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
-    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+    return (path, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _read_ref(path: str) -> str:
+    with open(path) as ref:  # as Path.read_text reads it
+        return ref.read().strip()
 
 
 def head_stamp(git_dir: Path) -> _Stamp | None:
     """What HEAD's value depends on, or None when it cannot be told by stat (a
     ``.git`` file of a worktree or submodule, a reftable, an unreadable HEAD)."""
-    if not git_dir.is_dir() or (git_dir / "reftable").exists():
+    # Plain strings: every turn stamps HEAD (for the snapshot's fingerprint) and a Path
+    # join costs more than the stat it names. Each string is what str() of the same
+    # Path join gives, so a stamp equals the one of a run before.
+    top = os.fspath(git_dir)
+    if not os.path.isdir(top) or os.path.exists(os.path.join(top, "reftable")):
         return None  # refs in a reftable are not files a stat can watch
-    head = git_dir / "HEAD"
+    head = os.path.join(top, "HEAD")
     try:
-        text = head.read_text().strip()
+        text = _read_ref(head)
     except OSError:
         return None
-    stamp: list[tuple[str, int, int, int] | None] = [_stat(head), _stat(git_dir / "packed-refs")]
+    stamp: list[tuple[str, int, int, int] | None] = [
+        _stat(head),
+        _stat(os.path.join(top, "packed-refs")),
+    ]
     # Follow symbolic refs (HEAD -> refs/heads/master -> refs/heads/main, as a branch
     # rename leaves them): a commit rewrites only the last file of the chain.
     for _ in range(_MAX_SYMREF_HOPS):
         if not text.startswith("ref: "):
             break
-        target = git_dir / text[5:].strip()
+        target = str(git_dir / text[5:].strip())  # a Path join: it normalises the ref
         stamp.append(_stat(target))
         try:
-            text = target.read_text().strip()
+            text = _read_ref(target)
         except OSError:
             break  # packed or not yet born: packed-refs' stat covers it
     else:

@@ -33,17 +33,33 @@ RACY_NS = 2_000_000_000
 _SKIPPED_AT_TOP = frozenset({".git", ".turnkeeper"})
 
 
-def _ignore_sources(workspace: Path) -> list[Path]:
+# The user's global ignore files, by the (HOME, XDG_CONFIG_HOME) they derive from: the
+# last one only (the environment of a running control plane rarely changes, and a
+# change is a new key). Building them as Paths cost more than stat-ing them.
+_global_sources: dict[tuple[str, str], tuple[str, ...]] = {}
+
+
+def _global_ignore_sources() -> tuple[str, ...]:
+    key = (os.path.expanduser("~"), os.environ.get("XDG_CONFIG_HOME") or "")
+    known = _global_sources.get(key)
+    if known is None:
+        home = Path.home()  # raises as before when there is no home to find
+        config_home = Path(key[1] or home / ".config")
+        ignore, config = config_home / "git" / "ignore", config_home / "git" / "config"
+        known = (str(ignore), str(config), str(home / ".gitconfig"))
+        _global_sources.clear()
+        _global_sources[key] = known
+    return known
+
+
+def _ignore_sources(workspace: Path) -> list[str]:
     """Files outside the worktree that decide what is ignored (and so what a snapshot
     holds): the repository's exclude file and config, the user's global ones."""
-    home = Path.home()
-    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    top = os.fspath(workspace)
     return [
-        workspace / ".git" / "info" / "exclude",
-        workspace / ".git" / "config",
-        config_home / "git" / "ignore",
-        config_home / "git" / "config",
-        home / ".gitconfig",
+        os.path.join(top, ".git", "info", "exclude"),
+        os.path.join(top, ".git", "config"),
+        *_global_ignore_sources(),
     ]
 
 
@@ -65,7 +81,7 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
     digest = hashlib.sha256(repr(head).encode())
     newest = 0
     entries = 0
-    stack = [(workspace, "")]
+    stack = [(os.fspath(workspace), "")]
     while stack:
         directory, prefix = stack.pop()
         try:
@@ -90,10 +106,10 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
             )
             newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
             if stat.S_ISDIR(st.st_mode):
-                stack.append((Path(entry.path), rel + "/"))
-    for path in (*_ignore_sources(workspace), *extra_files):
+                stack.append((entry.path, rel + "/"))
+    for path in (*_ignore_sources(workspace), *map(os.fspath, extra_files)):
         try:
-            st = path.stat()
+            st = os.stat(path)
             digest.update(
                 f"{path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}".encode()
             )
