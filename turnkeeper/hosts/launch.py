@@ -128,20 +128,42 @@ def process_env(
     }
 
 
+# Where each (program, PATH, cwd) was last found runnable. A hit is only a guess to
+# check first: it is stat-ed and access-checked again, and if it no longer runs the
+# whole search is made, so the answer is the search's (the question is whether some
+# candidate runs, not which). Saves a stat per PATH entry before it on every turn.
+# Bounded: emptied when it holds _FOUND_MAX entries (one per host command, in practice).
+_found: dict[tuple[str, str, str], str] = {}
+_FOUND_MAX = 256
+
+
+def _runs(candidate: str) -> tuple[bool, bool]:
+    """(is a regular file, may be executed by us)."""
+    try:
+        is_file = stat.S_ISREG(os.stat(candidate).st_mode)
+    except OSError:  # absent, or in a directory we may not look into
+        return False, False
+    return is_file, is_file and os.access(candidate, os.X_OK)
+
+
 def unrunnable(program: str, search_path: str, cwd: Path) -> str | None:
     """Why ``program`` cannot be executed (as ``execvp`` would look for it), or None."""
     # Plain strings, not Path objects: this runs before every turn's spawn.
     here = os.fspath(cwd)
+    key = (program, search_path, here)
+    known = _found.get(key)
+    if known is not None and _runs(known)[1]:
+        return None
     if "/" in program:
         candidates = [os.path.join(here, program)]
     else:
         candidates = [os.path.join(here, d or ".", program) for d in search_path.split(os.pathsep)]
     for candidate in candidates:
-        try:
-            is_file = stat.S_ISREG(os.stat(candidate).st_mode)
-        except OSError:  # absent, or in a directory we may not look into: go on
-            continue
-        if is_file and os.access(candidate, os.X_OK):
+        is_file, runs = _runs(candidate)
+        if runs:
+            if len(_found) >= _FOUND_MAX:
+                _found.clear()
+            _found[key] = candidate
             return None
         if is_file and "/" in program:
             return f"[Errno 13] Permission denied: {program!r}"
