@@ -355,3 +355,26 @@ def test_a_rule_dropped_from_info_exclude_is_seen(
     second = take(repo, 2)
     expected = sorted([*FILES, "notes.txt"])
     assert files_of(repo, second.tree) == expected
+
+
+def test_the_global_ignore_files_follow_the_environment(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user's ignore files are derived once per HOME and XDG_CONFIG_HOME: a change
+    # of either is seen at the next fingerprint, and so is a change inside them.
+    monkeypatch.setattr(workspace_fingerprint, "RACY_NS", 0)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "one"))
+    before = fingerprint(repo)
+    moved = tmp_path / "two"
+    (moved / "git").mkdir(parents=True)
+    (moved / "git" / "ignore").write_text("*.log\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(moved))
+    after = fingerprint(repo)
+    assert before is not None and after is not None and after.digest != before.digest
+    assert str(moved / "git" / "ignore") in workspace_fingerprint._ignore_sources(repo)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert str(tmp_path / "home" / ".gitconfig") in workspace_fingerprint._ignore_sources(repo)
+    assert str(tmp_path / "home" / ".config" / "git" / "ignore") in (
+        workspace_fingerprint._ignore_sources(repo)
+    )
