@@ -241,3 +241,28 @@ def test_invalid_config_is_invalid_argument(make_request: MakeRequest) -> None:
         SubprocessHost({"command": ["true"], "typo": 1})
     with pytest.raises(InvalidArgument):
         run(make_request, {"command": ["true"]}, host_config={"event_format": "xml"})
+
+
+def test_stdin_request_gets_the_request_and_the_validated_config(
+    make_request: MakeRequest,
+) -> None:
+    # Only this stdin mode is handed the payload: it must still carry both halves.
+    code = (
+        "import json, sys; p = json.load(sys.stdin); "
+        "print(p['request']['turn_id'], p['config']['stdin'])"
+    )
+    request = make_request()
+    r = SubprocessHost({"command": [sys.executable, "-c", code], "stdin": "request"}).start(request)
+    assert r.wait(10).succeeded
+    assert [e.data["text"] for e in r.events(0)] == [f"{request.turn_id} request"]
+
+
+def test_a_requests_host_config_still_overrides_the_loaded_one(make_request: MakeRequest) -> None:
+    # A host validates its own config once; a request's layer is validated on top of it.
+    host = SubprocessHost({"command": ["echo", '{"kind": "note", "data": {}}']})
+    plain = host.start(make_request())
+    assert plain.wait(10).succeeded
+    assert [e.kind for e in plain.events(0)] == ["output"]
+    as_jsonl = host.start(make_request(host_config={"event_format": "jsonl"}))
+    assert as_jsonl.wait(10).succeeded
+    assert [e.kind for e in as_jsonl.events(0)] == ["note"]

@@ -100,14 +100,21 @@ class SubprocessHost:
 
     def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self._config = dict(config or {})
-        validate_config(SubprocessHostConfig, self._config)  # fail at load, not at turn
+        # Fail at load, not at turn; kept, so a turn whose request overrides nothing
+        # (every turn the driver starts) does not validate the same layers again.
+        self._validated = validate_config(SubprocessHostConfig, self._config)
 
     def start(self, request: TurnRequest) -> SubprocessRun:
-        cfg = validate_config(SubprocessHostConfig, self._config, request.host_config)
-        payload: JsonDict = {
-            "request": request.for_host(),
-            "config": cfg.model_dump(mode="json"),
-        }
+        cfg = (
+            validate_config(SubprocessHostConfig, self._config, request.host_config)
+            if request.host_config
+            else self._validated
+        )
+        # Only a command that reads the request on stdin is handed it: building the
+        # payload (the config dumped back to JSON) for any other was wasted per turn.
+        payload: JsonDict | None = None
+        if cfg.stdin == "request":
+            payload = {"request": request.for_host(), "config": cfg.model_dump(mode="json")}
         return spawn(request, cfg, stdin_request=payload)
 
 
