@@ -78,3 +78,23 @@ def test_third_party_entry_point(
     assert "thirdparty" in available_host_kinds()
     with pytest.raises(InvalidArgument, match="not a Host"):
         load_host("broken")
+
+
+def test_a_host_class_is_checked_once_and_forgotten_on_reload(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    fake = [
+        EntryPoint("thirdparty", f"{__name__}:ThirdPartyHost", "turnkeeper.hosts"),
+        EntryPoint("broken", f"{__name__}:NotAHost", "turnkeeper.hosts"),
+    ]
+    monkeypatch.setattr(registry, "entry_points", lambda group: fake)
+    registry.reload_host_kinds()
+    request.addfinalizer(registry.reload_host_kinds)
+    load_host("thirdparty")
+    assert ThirdPartyHost in registry._host_types
+    for _ in range(2):  # a class that is not a Host is never remembered as one
+        with pytest.raises(InvalidArgument, match="not a Host"):
+            load_host("broken")
+    assert NotAHost not in registry._host_types
+    registry.reload_host_kinds()  # a reloaded plugin may bring a changed class
+    assert not registry._host_types
