@@ -13,6 +13,7 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,25 @@ import pytest
 from turnkeeper.errors import FailedPrecondition
 from turnkeeper.kernel import GoalState, decide_goal
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
-from turnkeeper.kernel.session import AcquireLease, LeaseToken, ReleaseLease
+from turnkeeper.kernel.session import (
+    AcquireLease,
+    LeaseToken,
+    ReleaseLease,
+    SessionEvent,
+    SessionState,
+    decide_session,
+    evolve_session,
+)
 from turnkeeper.runtime.log.codec import StreamCodec
-from turnkeeper.runtime.log.streams import _cache_of, _StateCache, decide_and_append, load_stream
+from turnkeeper.runtime.log.streams import (
+    Folded,
+    StreamPlan,
+    _cache_of,
+    _StateCache,
+    decide_and_append,
+    decide_and_append_many,
+    load_stream,
+)
 from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.store import SqlEventStore, open_store
@@ -265,3 +282,37 @@ def test_a_slower_writer_never_replaces_a_newer_head_with_an_older_one() -> None
     cache.put("goal", "s", 5, "at five again")  # the same head may be refreshed
     cache.put("goal", "s", 6, "at six")
     assert cache.get("goal", "s") == (6, "at six")
+
+
+def test_a_plan_that_folded_its_own_events_is_not_folded_again(
+    two_stores: tuple[SqlEventStore, SqlEventStore], tmp_path: Path
+) -> None:
+    # A decide that returns Folded hands on the state its events leave: the append
+    # writes and caches that state without evolving the events once more, and it is
+    # the state a fresh reader decodes from disk.
+    mine, fresh = two_stores
+    GoalService(mine).create(CreateGoal(goal_id="g", title="folded"))
+    sid = SessionService(mine).create("g", tmp_path, "inprocess").session_id
+    stream = session_stream(sid)
+    evolved: list[object] = []
+
+    def counting(state: SessionState | None, event: SessionEvent) -> SessionState:
+        evolved.append(event)
+        return evolve_session(state, event)
+
+    codec = replace(SESSION_CODEC, evolve_event=counting)
+    until = datetime.now(UTC) + timedelta(seconds=30)
+
+    def decide(state: SessionState | None) -> Folded[SessionState, SessionEvent]:
+        lease = AcquireLease(owner="ctl-a", expires_at=until)
+        events = decide_session(state, lease, datetime.now(UTC))
+        after = state
+        for event in events:
+            after = evolve_session(after, event)
+        return Folded(events=events, after=after)
+
+    decide_and_append_many(mine, [StreamPlan(codec, stream, decide)])
+    assert evolved == []
+    state, head = load_stream(fresh, SESSION_CODEC, stream)
+    assert state is not None and state.lease.owner == "ctl-a"
+    assert _cache_of(mine).get(SESSION_CODEC.kind, stream) == (head, state)

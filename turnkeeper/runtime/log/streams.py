@@ -301,30 +301,46 @@ class MultiStreamPlan(Protocol):
 
 
 @dataclass(frozen=True)
+class Folded(Generic[StateT, EventT]):
+    """A decision's events with the state they leave, for a ``decide`` that folded them
+    itself as it decided (one command after another, each on the state the last left):
+    the kernel's evolve is pure, so folding the same events from the same state again
+    would only rebuild an equal state, a model copy per event."""
+
+    events: Sequence[EventT]
+    after: StateT | None  # None only with no events (a missing stream's no-op)
+
+
+@dataclass(frozen=True)
 class StreamPlan(Generic[StateT, EventT]):
     """One stream's share of an atomic multi-stream write: how to decide its events."""
 
     codec: StreamCodec[StateT, EventT]
     stream_id: str
-    decide: Callable[[StateT | None], Sequence[EventT]]
+    decide: Callable[[StateT | None], Sequence[EventT] | Folded[StateT, EventT]]
     index: Callable[[Sequence[EventT]], Sequence[IndexEntry]] = lambda _: ()
 
     def decide_on(self, store: EventStore, optimistic: bool) -> PlannedAppend | None:
         codec, stream_id = self.codec, self.stream_id
         state, head, confirmed = _state_for_write(store, codec, stream_id, optimistic)
         try:
-            events = list(self.decide(state))
+            decided = self.decide(state)
         except TurnkeeperError:
             if _unconfirmed_and_moved(store, stream_id, head, confirmed):
                 return None  # rejected on a stale cached state: judge the current one
             raise
+        events = list(decided.events if isinstance(decided, Folded) else decided)
         if not events:
             if _unconfirmed_and_moved(store, stream_id, head, confirmed):
                 return None
             return PlannedAppend(part=None, state=state, head_seq=head)
-        after = state
-        for event in events:
-            after = codec.evolve_event(after, event)
+        after: StateT | None
+        if isinstance(decided, Folded):
+            after = decided.after
+        else:
+            after = state
+            for event in events:
+                after = codec.evolve_event(after, event)
         assert after is not None  # an event always yields a state
         part = StreamAppend(
             stream_id=stream_id,

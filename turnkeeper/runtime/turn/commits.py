@@ -35,7 +35,12 @@ from turnkeeper.kernel.session import (
     evolve_session,
 )
 from turnkeeper.kernel.session.records import ReceiptSuccess, SnapshotRef
-from turnkeeper.runtime.log.streams import StreamPlan, decide_and_append_many, load_stream
+from turnkeeper.runtime.log.streams import (
+    Folded,
+    StreamPlan,
+    decide_and_append_many,
+    load_stream,
+)
 from turnkeeper.runtime.services.goals import GOAL_CODEC, goal_stream, index_entries
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_index, session_stream
 from turnkeeper.runtime.turn.writeback import (
@@ -244,7 +249,7 @@ class TurnCommits:
     def _session_plan(
         self, sid: str, commands: Callable[[], Sequence[SessionCommand]]
     ) -> StreamPlan[SessionState, SessionEvent]:
-        def plan(state: SessionState | None) -> Sequence[SessionEvent]:
+        def plan(state: SessionState | None) -> Folded[SessionState, SessionEvent]:
             now = self._clock()
             events: list[SessionEvent] = []
             for command in commands():
@@ -252,6 +257,8 @@ class TurnCommits:
                 for event in decided:
                     state = evolve_session(state, event)
                 events.extend(decided)
-            return events
+            # Each command is decided on the state the last one left, so the events are
+            # folded here already: handed on, the append does not fold them again.
+            return Folded(events=events, after=state)
 
         return StreamPlan(SESSION_CODEC, session_stream(sid), plan, session_index)
