@@ -16,7 +16,7 @@ import typing
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue, TypeAdapter
+from pydantic import ConfigDict, Field, JsonValue, TypeAdapter
 
 from turnkeeper.kernel.model import (
     Criterion,
@@ -274,8 +274,14 @@ GoalEventType = (
 
 GoalEvent = Annotated[GoalEventType, Field(discriminator="type")]
 
-GOAL_EVENT_ADAPTER: TypeAdapter[GoalEvent] = TypeAdapter(GoalEvent)
-GOAL_EVENT_LIST_ADAPTER: TypeAdapter[list[GoalEvent]] = TypeAdapter(list[GoalEvent])
+# Built on first use, not at import: a command that only reads goal states (``status``)
+# never validates an event, and building the union's validator costs ~30 ms.
+GOAL_EVENT_ADAPTER: TypeAdapter[GoalEvent] = TypeAdapter(
+    GoalEvent, config=ConfigDict(defer_build=True)
+)
+GOAL_EVENT_LIST_ADAPTER: TypeAdapter[list[GoalEvent]] = TypeAdapter(
+    list[GoalEvent], config=ConfigDict(defer_build=True)
+)
 
 
 def _supported_versions() -> dict[str, frozenset[int]]:

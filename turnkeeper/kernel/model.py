@@ -22,7 +22,10 @@ class KernelModel(BaseModel):
     instead of silently dropping the fields this version does not know.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # ``defer_build``: a model's validator is built when it is first used, not when its
+    # class is defined, so a command pays only for the models it reads (``status``
+    # decodes goal states, never proposals or session commands).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def model_copy(self, *, update: Mapping[str, object] | None = None, deep: bool = False) -> Self:
         """A copy with ``update`` applied; a name the model has no field for is refused.

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from turnkeeper.errors import InvalidArgument
 from turnkeeper.json_types import JsonValue
@@ -294,7 +294,10 @@ GoalProposal = Annotated[
     Field(discriminator="kind"),
 ]
 
-GOAL_PROPOSAL_ADAPTER: TypeAdapter[GoalProposal] = TypeAdapter(GoalProposal)
+# Built on first use: only a command that submits a proposal validates one.
+GOAL_PROPOSAL_ADAPTER: TypeAdapter[GoalProposal] = TypeAdapter(
+    GoalProposal, config=ConfigDict(defer_build=True)
+)
 
 
 def parse_proposal(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
+from pydantic import AwareDatetime, ConfigDict, Field, JsonValue, TypeAdapter
 
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.kernel.session._model import Id, JsonDict, KernelModel, ShortText, UuidStr
@@ -271,4 +271,7 @@ SessionCommand = Annotated[
     Field(discriminator="type"),
 ]
 
-SESSION_COMMAND_ADAPTER: TypeAdapter[SessionCommand] = TypeAdapter(SessionCommand)
+# Built on first use, not at import: only the runtime driving a turn decodes commands.
+SESSION_COMMAND_ADAPTER: TypeAdapter[SessionCommand] = TypeAdapter(
+    SessionCommand, config=ConfigDict(defer_build=True)
+)

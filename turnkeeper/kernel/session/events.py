@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, TypeAdapter
+from pydantic import AwareDatetime, ConfigDict, Field, TypeAdapter
 
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.kernel.session._model import (
@@ -254,7 +254,10 @@ SessionEvent = Annotated[
     Field(discriminator="type"),
 ]
 
-SESSION_EVENT_ADAPTER: TypeAdapter[SessionEvent] = TypeAdapter(SessionEvent)
+# Built on first use, not at import (a listing reads projections, never events).
+SESSION_EVENT_ADAPTER: TypeAdapter[SessionEvent] = TypeAdapter(
+    SessionEvent, config=ConfigDict(defer_build=True)
+)
 
 TERMINAL_EVENT_TYPES = frozenset({"turn.completed", "turn.failed", "turn.lost", "turn.abandoned"})
 

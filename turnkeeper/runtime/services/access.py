@@ -90,7 +90,10 @@ class ShareRevoked(_Record):
 
 
 AccessEvent = Annotated[AdminTokenSet | ShareCreated | ShareRevoked, Field(discriminator="type")]
-ACCESS_EVENT_ADAPTER: TypeAdapter[AccessEvent] = TypeAdapter(AccessEvent)
+# Built on first use, not at import (most commands never read the access stream).
+ACCESS_EVENT_ADAPTER: TypeAdapter[AccessEvent] = TypeAdapter(
+    AccessEvent, config=ConfigDict(defer_build=True)
+)
 
 
 class Share(BaseModel):

@@ -75,7 +75,10 @@ class ExtensionsChecked(_Record):
 ExtensionsEvent = Annotated[
     ExtensionDisabled | ExtensionEnabled | ExtensionsChecked, Field(discriminator="type")
 ]
-EXTENSIONS_EVENT_ADAPTER: TypeAdapter[ExtensionsEvent] = TypeAdapter(ExtensionsEvent)
+# Built on first use, not at import: ``status`` reads the settings' projection only.
+EXTENSIONS_EVENT_ADAPTER: TypeAdapter[ExtensionsEvent] = TypeAdapter(
+    ExtensionsEvent, config=ConfigDict(defer_build=True)
+)
 
 
 class Disabled(BaseModel):
