@@ -38,14 +38,23 @@ def declared_extensions() -> list[Declared]:
     A source checkout that was never installed declares no entry points of its own:
     its built-ins are then read from the registries, as they would be found."""
     found: dict[tuple[Group, str], Declared] = {}
+    # One scan of every distribution's entry points for both groups, and each
+    # distribution's METADATA parsed once (``dist.name`` and ``dist.version`` each parse
+    # it again): 14 metadata reads were half of what ``status`` spent here.
+    installed = entry_points()
+    packages: dict[int, tuple[str, str]] = {}  # by id: ``installed`` keeps each dist alive
     for group, ep_group in GROUPS:
-        for ep in entry_points(group=ep_group):  # the last of a name wins, as when loaded
+        for ep in installed.select(group=ep_group):  # the last of a name wins, as loaded
             dist = ep.dist
+            package: str | None = None
+            version: str | None = None
+            if dist is not None:
+                if id(dist) not in packages:
+                    metadata = dist.metadata
+                    packages[id(dist)] = (metadata["Name"], metadata["Version"])
+                package, version = packages[id(dist)]
             found[(group, ep.name)] = Declared(
-                name=ep.name,
-                group=group,
-                package=dist.name if dist is not None else None,
-                version=dist.version if dist is not None else None,
+                name=ep.name, group=group, package=package, version=version
             )
     if not any(d.package == "turnkeeper" for d in found.values()):
         for builtin in _builtins():
