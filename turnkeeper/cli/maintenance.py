@@ -72,14 +72,21 @@ def status(as_json: bool = JsonOption) -> None:
     Example: turnkeeper status --json
     """
     from turnkeeper.runtime.services.extension_states import project_extension_states
-    from turnkeeper.runtime.services.goals import GoalService
-    from turnkeeper.runtime.services.session_listing import list_sessions, recovery_report
+    from turnkeeper.runtime.services.goals import GOAL_KIND, GoalService
+    from turnkeeper.runtime.services.session_listing import (
+        SESSION_KIND,
+        recovery_report,
+        summaries,
+    )
     from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 
     with open_project_store() as (_, store):
         goals = GoalService(store)
-        rows = [(state, goals.audit(state.goal.id)) for state in goals.list_goals()]
-        sessions = list_sessions(store)
+        # Goals and sessions from one read of the projections: the store checks every
+        # row of the table for a listing of any kind, so two listings checked each twice.
+        listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
+        rows = [(state, goals.audit(state.goal.id)) for state in goals.goals_of(listed[GOAL_KIND])]
+        sessions = summaries(listed[SESSION_KIND])
         # A log behind its workspaces' snapshots lost acknowledged writes: DATA_LOSS.
         check_workspaces_not_ahead(store, [s.state for s in sessions])
         extensions = project_extension_states(store, sessions)

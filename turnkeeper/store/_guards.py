@@ -12,6 +12,8 @@ must reach its projection's head.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from turnkeeper.errors import DataLoss
 from turnkeeper.json_types import JsonDict
 from turnkeeper.store._reads import AnyRow, Reader
@@ -66,16 +68,21 @@ def confirm_missing_entity(reader: Reader, entity_id: str) -> AnyRow | None:
     return None
 
 
-def listed_projections(reader: Reader, kind: str) -> list[Projection]:
-    """Every projection of ``kind``, oldest stream first, from a check of every row."""
-    found: list[tuple[int, str, Projection]] = []
+def listed_projections(reader: Reader, kinds: Collection[str]) -> dict[str, list[Projection]]:
+    """Every projection of each of ``kinds``, oldest stream first, from one read and one
+    check of every row (whatever its kind)."""
+    found: dict[str, list[tuple[int, str, Projection]]] = {kind: [] for kind in kinds}
     for row in reader.all_projections():
         projection = projection_from_row(row[:6])
         created_at = check_created(projection.stream_id, row[6], row[7])
-        if projection.kind == kind:
-            found.append((created_at, projection.stream_id, projection))
-    found.sort(key=lambda item: (item[0], item[1]))
-    return [projection for _, _, projection in found]
+        listed = found.get(projection.kind)
+        if listed is not None:
+            listed.append((created_at, projection.stream_id, projection))
+    out: dict[str, list[Projection]] = {}
+    for kind, listed in found.items():
+        listed.sort(key=lambda item: (item[0], item[1]))
+        out[kind] = [projection for _, _, projection in listed]
+    return out
 
 
 def confirm_stream_end(stream_id: str, last_seq: int, head: object) -> None:

@@ -88,6 +88,13 @@ class EventStore(ABC):
     def list_projections(self, kind: str) -> list[Projection]:
         """All projections of a stream kind, checksums verified, oldest stream first."""
 
+    def list_projections_of(self, kinds: Sequence[str]) -> dict[str, list[Projection]]:
+        """:meth:`list_projections` of each of ``kinds``. A backend whose listing checks
+        every row of the table whatever the kind does it in one read here, so a caller
+        that lists several kinds (``status``: goals and sessions) pays for one check of
+        each row rather than one per kind, and sees them all as of one read."""
+        return {kind: self.list_projections(kind) for kind in kinds}
+
     @abstractmethod
     def lookup(self, entity_id: str) -> tuple[str, str] | None:
         """``(stream_id, entity_kind)`` owning an entity id, or ``None``."""

@@ -191,7 +191,13 @@ class SqlEventStore(EventStore):
     def list_projections(self, kind: str) -> list[Projection]:
         self._check_open()
         _check_id("kind", kind)
-        return listed_projections(self._reader, kind)
+        return listed_projections(self._reader, (kind,))[kind]
+
+    def list_projections_of(self, kinds: Sequence[str]) -> dict[str, list[Projection]]:
+        self._check_open()
+        for kind in kinds:
+            _check_id("kind", kind)
+        return listed_projections(self._reader, kinds)
 
     def lookup(self, entity_id: str) -> tuple[str, str] | None:
         self._check_open()

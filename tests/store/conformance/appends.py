@@ -87,6 +87,19 @@ def test_list_projections_oldest_stream_first(store: EventStore) -> None:
     assert [p.stream_id for p in store.list_projections("another-kind")] == ["other"]
 
 
+def test_list_projections_of_several_kinds_is_each_listing(store: EventStore) -> None:
+    for name in ["zeta", "alpha"]:
+        add(store, name, [1])
+    store.append("other", "another-kind", 0, events_of([1]), "{}", 1)
+    listed = store.list_projections_of([KIND, "another-kind", "no-such-kind"])
+    assert listed == {
+        KIND: store.list_projections(KIND),
+        "another-kind": store.list_projections("another-kind"),
+        "no-such-kind": [],
+    }
+    assert [p.stream_id for p in listed[KIND]] == ["zeta", "alpha"]
+
+
 @pytest.mark.parametrize("expected", [0, 1, 3, 9])
 def test_expected_seq_conflict_writes_nothing(store: EventStore, expected: int) -> None:
     add(store, "s1", [1, 2])

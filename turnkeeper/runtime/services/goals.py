@@ -7,7 +7,7 @@ again when another writer got there first (see :mod:`turnkeeper.runtime.log.stre
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -29,7 +29,7 @@ from turnkeeper.runtime.log.codec import StreamCodec
 from turnkeeper.runtime.log.ids import pick_id
 from turnkeeper.runtime.log.streams import decide_and_append, load_stream
 from turnkeeper.store.base import EventStore
-from turnkeeper.store.records import EventRecord, IndexEntry
+from turnkeeper.store.records import EventRecord, IndexEntry, Projection
 
 GOAL_KIND = "goal"
 GOAL_CODEC: StreamCodec[GoalState, GoalEvent] = StreamCodec(
@@ -121,10 +121,13 @@ class GoalService:
         return self.goal_of(full, kind), full
 
     def list_goals(self) -> list[GoalState]:
-        return [
-            GOAL_CODEC.decode_state(p.stream_id, p.state)
-            for p in self._store.list_projections(GOAL_KIND)
-        ]
+        return self.goals_of(self._store.list_projections(GOAL_KIND))
+
+    @staticmethod
+    def goals_of(projections: Iterable[Projection]) -> list[GoalState]:
+        """The states of goal projections a caller listed itself (``status`` lists goals
+        and sessions in one read: ``EventStore.list_projections_of``)."""
+        return [GOAL_CODEC.decode_state(p.stream_id, p.state) for p in projections]
 
     def history(self, goal_id: str, limit: int | None = None) -> list[EventRecord]:
         self.load(goal_id)  # NOT_FOUND for an unknown goal, not an empty list

@@ -12,7 +12,7 @@ their JSON and takes the fields it shows. A projection is the JSON of its state
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -22,6 +22,7 @@ from turnkeeper.json_types import JsonDict, JsonMapping, JsonValue
 if TYPE_CHECKING:
     from turnkeeper.kernel.session.report import RecoveryReport
     from turnkeeper.store.base import EventStore
+    from turnkeeper.store.records import Projection
 
 # The session streams' kind in the store and the projection shape this code writes
 # (``turnkeeper.runtime.services.sessions.SESSION_CODEC``'s; a test keeps them equal). A row of
@@ -71,11 +72,17 @@ class SessionSummary:
 
 def list_sessions(store: EventStore) -> list[SessionSummary]:
     """Every session, oldest first, as its projection row holds it."""
+    return summaries(store.list_projections(SESSION_KIND))
+
+
+def summaries(projections: Iterable[Projection]) -> list[SessionSummary]:
+    """The summaries of session projections a caller listed itself (``status`` lists
+    goals and sessions in one read: ``EventStore.list_projections_of``)."""
     return [
         summarize(p.stream_id, p.state)
         if p.schema_version == SESSION_PROJECTION_VERSION
         else _decoded(p.stream_id, p.state)
-        for p in store.list_projections(SESSION_KIND)
+        for p in projections
     ]
 
 
