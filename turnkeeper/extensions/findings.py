@@ -15,7 +15,7 @@ MAX_DETAIL_CHARS = 500
 
 
 class Finding(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     extension: str
     check: str
@@ -33,7 +33,7 @@ class ExtensionVerdict(BaseModel):
     """Whether one extension is ready on the machine doctor ran on: ``ok``, or the
     status of its first problem (its sessions' configs aside: those are the sessions')."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     group: Group
     name: str = Field(min_length=1, max_length=200)

@@ -16,11 +16,15 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+# Every record's validator is built when the model is first used, not at import: the
+# store is imported by every command, and most use two or three of these models.
+_RECORD = ConfigDict(frozen=True, defer_build=True)
+
 
 class NewEvent(BaseModel):
     """An event about to be appended. ``payload`` is the event's JSON text."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _RECORD
 
     type: str
     schema_version: int
@@ -30,7 +34,7 @@ class NewEvent(BaseModel):
 class EventRecord(BaseModel):
     """An event as stored; its checksum was verified when it was read."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _RECORD
 
     stream_id: str
     seq: int
@@ -44,7 +48,7 @@ class EventRecord(BaseModel):
 class Projection(BaseModel):
     """The folded state of one stream as of ``head_seq``, as JSON text."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _RECORD
 
     stream_id: str
     kind: str
@@ -57,7 +61,7 @@ class Projection(BaseModel):
 class IndexEntry(BaseModel):
     """Maps an entity id (a todo, a gate, ...) to the stream that owns it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _RECORD
 
     entity_id: str
     entity_kind: str
@@ -66,7 +70,7 @@ class IndexEntry(BaseModel):
 class StreamAppend(BaseModel):
     """One stream's part of an :meth:`EventStore.append_many`: the arguments of ``append``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _RECORD
 
     stream_id: str
     kind: str
@@ -91,6 +95,8 @@ class MismatchKind(StrEnum):
 
 
 class Mismatch(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     stream_id: str
     kind: MismatchKind
     seq: int | None = None
@@ -102,6 +108,8 @@ class Mismatch(BaseModel):
 
 
 class VerifyReport(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     streams_checked: int
     events_checked: int
     mismatches: list[Mismatch]
@@ -117,6 +125,8 @@ class VerifyReport(BaseModel):
 
 
 class RepairReport(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     repaired: list[str]  # stream ids whose projection was rebuilt
     unrepairable: list[Mismatch]  # source-write failures: events are the authority
     after: VerifyReport

@@ -44,7 +44,7 @@ def extension_key(group: Group, name: str) -> str:
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     schema_version: int = EXTENSIONS_SCHEMA_VERSION
     at: AwareDatetime
 
@@ -82,7 +82,7 @@ EXTENSIONS_EVENT_ADAPTER: TypeAdapter[ExtensionsEvent] = TypeAdapter(
 
 
 class Disabled(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     reason: str
     by: str
     at: AwareDatetime
@@ -91,7 +91,7 @@ class Disabled(BaseModel):
 class Readiness(BaseModel):
     """What the last doctor run on a machine found for one extension."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     machine: str
     verdict: Verdict
     problems: int
@@ -100,7 +100,7 @@ class Readiness(BaseModel):
 
 
 class ExtensionsState(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     schema_version: int = EXTENSIONS_SCHEMA_VERSION
     disabled: dict[str, Disabled] = Field(default_factory=dict)  # by extension_key
     # extension_key -> machine -> the last verdict there
