@@ -14,7 +14,7 @@ from turnkeeper.cli.context import (
     open_project_store,
     parse_json_arg,
 )
-from turnkeeper.cli.output import console, print_json, safe
+from turnkeeper.cli.output import console, print_json, safe, to_jsonable
 from turnkeeper.errors import DataLoss, FailedPrecondition
 
 # What a command needs beyond parsing its arguments is imported when it runs.
@@ -91,21 +91,23 @@ def status(as_json: bool = JsonOption) -> None:
         check_workspaces_not_ahead(store, [s.state for s in sessions])
         extensions = project_extension_states(store, sessions)
     if as_json:
+        goal_rows = [
+            {
+                "id": s.goal.id,
+                "title": s.goal.title,
+                "status": s.goal.status.value,
+                "todos": len(s.todos),
+                "audit": a,
+            }
+            for s, a in rows
+        ]
         print_json(
             {
-                "sessions": [s.state for s in sessions],
-                "extensions": extensions,
-                "goals": [
-                    {
-                        "id": s.goal.id,
-                        "title": s.goal.title,
-                        "status": s.goal.status.value,
-                        "todos": len(s.todos),
-                        "audit": a,
-                    }
-                    for s, a in rows
-                ],
-            }
+                "sessions": [s.state for s in sessions],  # parsed projections: JSON already
+                "extensions": to_jsonable(extensions),
+                "goals": to_jsonable(goal_rows),
+            },
+            plain=True,
         )
         return
     if not rows:

@@ -144,7 +144,7 @@ def session_list(as_json: bool = JsonOption) -> None:
     with open_project_store() as (_, store):
         sessions = list_sessions(store)
     if as_json:
-        print_json([s.state for s in sessions])
+        print_json([s.state for s in sessions], plain=True)  # the parsed projections
     else:
         from turnkeeper.cli.render_sessions import render_session_list
 
