@@ -1,9 +1,10 @@
 """What the ``turnkeeper`` command imports before it answers.
 
-Building the command line imports Typer, Rich and the CLI's own small modules; the
+Building the command line imports Typer and the CLI's own small modules; Rich, the
 store (SQLAlchemy), the kernel (pydantic models), the hosts and the controller are
-imported by the commands that use them. So ``--help`` needs none of them, and a session
-listing never imports the session kernel (it reads projections as JSON). Checked on
+imported by the commands that use them. So ``--help`` needs none but Rich (Typer's help
+is drawn with it), a session listing never imports the session kernel (it reads
+projections as JSON), and ``--json`` never imports Rich. Checked on
 the installed command through ``python -X importtime``, which names every module a
 process imports.
 """
@@ -102,3 +103,17 @@ def test_a_listing_never_imports_the_session_kernel(args: tuple[str, ...], tmp_p
 def test_goal_close_offers_the_kernels_reasons() -> None:
     """``--reason``'s choices are spelled in the CLI so that its help needs no kernel."""
     assert [r.value for r in CloseReason] == [r.value for r in NoFollowUpReason]
+
+
+@pytest.mark.parametrize("args", [("session", "list", "--json"), ("status", "--json")])
+def test_json_output_never_imports_rich(args: tuple[str, ...], tmp_path: Path) -> None:
+    """``--json`` prints through ``json`` alone: Rich's console is made on first use."""
+    subprocess.run(
+        [sys.executable, "-m", "turnkeeper.cli.main", "init", str(tmp_path)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    assert _among(_imported(*args, cwd=tmp_path), ("rich",)) == []

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from turnkeeper.cli import output
 from turnkeeper.cli.context import (
     JsonOption,
     goal_service,
@@ -14,7 +15,7 @@ from turnkeeper.cli.context import (
     open_project_store,
     parse_json_arg,
 )
-from turnkeeper.cli.output import console, print_json, safe, to_jsonable
+from turnkeeper.cli.output import print_json, safe, to_jsonable
 from turnkeeper.errors import DataLoss, FailedPrecondition
 
 # What a command needs beyond parsing its arguments is imported when it runs.
@@ -60,9 +61,9 @@ def init(
         print_json(done | ({"hook": hook} if hook else {}))
     else:
         verb = "initialised" if created else "already initialised"
-        console.print(f"{verb} {safe(project.state_dir)} (database {safe(shown)})")
+        output.console.print(f"{verb} {safe(project.state_dir)} (database {safe(shown)})")
         if hook:
-            console.print(safe(hook.message), soft_wrap=True)  # a line to copy
+            output.console.print(safe(hook.message), soft_wrap=True)  # a line to copy
 
 
 @handles_errors
@@ -111,7 +112,7 @@ def status(as_json: bool = JsonOption) -> None:
         )
         return
     if not rows:
-        console.print("no goals yet: `turnkeeper goal add TITLE`")
+        output.console.print("no goals yet: `turnkeeper goal add TITLE`")
         return
     from turnkeeper.cli.render import render_goal_list
     from turnkeeper.cli.render_extensions import render_extension_states
@@ -124,11 +125,13 @@ def status(as_json: bool = JsonOption) -> None:
         for session in sessions:
             report = recovery_report(session) if session.counters.get("turns_lost") else None
             if report is not None:
-                console.print(f"[bold]session {safe(session.session_id[:8])}[/]")
+                output.console.print(f"[bold]session {safe(session.session_id[:8])}[/]")
                 render_recovery_report(report)
             failed = session.snapshot_failed
             if failed:
-                console.print(f"[red]session {safe(session.session_id[:8])}[/]: {safe(failed)}")
+                output.console.print(
+                    f"[red]session {safe(session.session_id[:8])}[/]: {safe(failed)}"
+                )
 
 
 @handles_errors
@@ -169,7 +172,7 @@ def verify(as_json: bool = JsonOption) -> None:
     from turnkeeper.runtime.services.folder import kernel_folder
     from turnkeeper.runtime.services.workspace_claims import behind_mismatches
 
-    with open_project_store() as (_, store), console.status("verifying", spinner="dots"):
+    with open_project_store() as (_, store), output.console.status("verifying", spinner="dots"):
         report = store.verify(kernel_folder())
         report.mismatches.extend(behind_mismatches(store))
     if as_json:
@@ -199,7 +202,7 @@ def repair(
     from turnkeeper.runtime.services.folder import kernel_folder
     from turnkeeper.runtime.services.workspace_claims import accept_losses, behind_mismatches
 
-    with open_project_store() as (_, store), console.status("repairing", spinner="dots"):
+    with open_project_store() as (_, store), output.console.status("repairing", spinner="dots"):
         moved = accept_losses(store, accept_loss)
         report = store.repair(kernel_folder())
         report.after.mismatches.extend(behind_mismatches(store))
@@ -207,7 +210,7 @@ def repair(
         print_json(report.model_dump(mode="json") | {"ok": report.after.ok, "lost": moved})
     else:
         for ref in moved:
-            console.print(f"kept the snapshot the log lacks as {safe(ref)}")
+            output.console.print(f"kept the snapshot the log lacks as {safe(ref)}")
         render_repair(report)
     _exit_for(report.after)
 
@@ -235,4 +238,4 @@ def propose(
     if as_json:
         print_json({"events": done.events, "head_seq": done.head_seq})
     else:
-        console.print(f"accepted: {len(done.events)} events, head #{done.head_seq}")
+        output.console.print(f"accepted: {len(done.events)} events, head #{done.head_seq}")

@@ -8,17 +8,37 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
-
 from turnkeeper.errors import TurnkeeperError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+    from rich.console import Console
 
-# No emoji codes: a title ``:warning:`` is shown as typed, like any other user text.
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
+_CONSOLES: dict[bool, Console] = {}
+
+
+def _console(stderr: bool) -> Console:
+    # Made, and Rich imported, when something is first printed through Rich rather than
+    # with this module: a ``--json`` command prints nothing through it, and importing
+    # Rich is ~30 ms of such a command.
+    found = _CONSOLES.get(stderr)
+    if found is None:
+        from rich.console import Console
+
+        # No emoji codes: a title ``:warning:`` is shown as typed, like any other user text.
+        found = _CONSOLES[stderr] = Console(stderr=stderr, emoji=False)
+    return found
+
+
+def __getattr__(name: str) -> Console:
+    """``console`` (stdout) and ``err_console`` (stderr): one Rich console each per
+    process, made on first use (``from turnkeeper.cli.output import console`` makes it)."""
+    if name == "console":
+        return _console(stderr=False)
+    if name == "err_console":
+        return _console(stderr=True)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Characters that act on a terminal instead of showing: C0 (escape sequences start with
 # ESC), DEL, C1, lone surrogates (undecodable bytes), the line and paragraph separators
@@ -58,6 +78,8 @@ def safe(value: object, *, lines: bool = False) -> str:
     # a thousand-session listing escapes five thousand values.
     if "[" not in text and not text.endswith("\\"):
         return text
+    from rich.markup import escape
+
     return escape(text)
 
 
@@ -103,6 +125,7 @@ def print_error(error: TurnkeeperError, *, as_json: bool) -> None:
     if as_json:
         print_json({"error": error.to_dict()})
         return
+    err_console = _console(stderr=True)
     err_console.print(
         f"[bold red]{error.code.value}[/] ({safe(error.reason)}): {safe(error.message)}"
     )

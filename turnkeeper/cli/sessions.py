@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from turnkeeper.cli import output
 from turnkeeper.cli.context import (
     JsonOption,
     SiteOption,
@@ -16,7 +17,7 @@ from turnkeeper.cli.context import (
     open_project_store,
     parse_json_object,
 )
-from turnkeeper.cli.output import console, print_json, safe
+from turnkeeper.cli.output import print_json, safe
 from turnkeeper.cli.writes import QuietOption, check_output_mode, say
 
 # The runtime, the hosts and the kernel are imported by the commands that use them, so
@@ -101,7 +102,7 @@ def session_create(
         say(state.session_id)
     else:
         snapshots = "" if state.snapshots else ", snapshots off"
-        console.print(
+        output.console.print(
             f"created session [bold]{safe(state.session_id)}[/] on goal {safe(goal_id)} "
             f"(request {safe(rid)}){snapshots}"
         )
@@ -163,14 +164,16 @@ def _print_operator(result: OperatorResult, as_json: bool, said: str) -> None:
             }
         )
         return
-    console.print(f"{said} session [bold]{result.state.session_id}[/] ({result.state.status})")
+    output.console.print(
+        f"{said} session [bold]{result.state.session_id}[/] ({result.state.status})"
+    )
     if result.taken_from:
-        console.print(f"  took the session over from {safe(result.taken_from)}")
+        output.console.print(f"  took the session over from {safe(result.taken_from)}")
     if result.ended_turn:
         pids = ", ".join(map(str, result.killed_pids)) or "none left running"
-        console.print(f"  abandoned turn {result.ended_turn}; ended host processes: {pids}")
+        output.console.print(f"  abandoned turn {result.ended_turn}; ended host processes: {pids}")
     if result.released_todos:
-        console.print(f"  released the claims on {safe(', '.join(result.released_todos))}")
+        output.console.print(f"  released the claims on {safe(', '.join(result.released_todos))}")
 
 
 @session_app.command("stop")
@@ -309,7 +312,7 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
         print_json(done.as_json())
         return
     state = done.session
-    console.print(
+    output.console.print(
         f"{done.result}: session [bold]{state.session_id}[/] is {state.status} "
         f"(request {safe(done.request_id)})"
     )
@@ -318,7 +321,7 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
 
 def _print_preserved(preserved: Mapping[str, object] | None) -> None:
     if preserved:
-        console.print(
+        output.console.print(
             f"  moved aside rather than overwritten or removed: {preserved['count']} "
             f"paths, in {safe(preserved['directory'])}"
         )
@@ -346,11 +349,13 @@ def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(record.as_json())
         return
-    console.print(f"[bold]operation {safe(record.request_id)}[/]  {record.kind}  {record.status}")
-    console.print(f"  session {record.session_id}  generation {record.generation}")
+    output.console.print(
+        f"[bold]operation {safe(record.request_id)}[/]  {record.kind}  {record.status}"
+    )
+    output.console.print(f"  session {record.session_id}  generation {record.generation}")
     if record.root_request_id != record.request_id:
-        console.print(f"  joined {safe(record.root_request_id)}")
-    console.print(
+        output.console.print(f"  joined {safe(record.root_request_id)}")
+    output.console.print(
         f"  steps {safe(', '.join(record.steps) or '-')}  outcome {safe(record.outcome or '-')}"
     )
     _print_preserved(record.preserved)
@@ -375,6 +380,8 @@ def recover(turn_id: str, as_json: bool = JsonOption) -> None:
     if as_json:
         print_json({"session_id": sid, "recovery": pending, "next": nxt})
         return
-    console.print(f"recovered turn {turn_id}: session {sid[:8]} resumes")
+    output.console.print(f"recovered turn {turn_id}: session {sid[:8]} resumes")
     if nxt is not None:
-        console.print(f"  next: {nxt.kind} turn, attempt {nxt.attempt}; run `turnkeeper run`")
+        output.console.print(
+            f"  next: {nxt.kind} turn, attempt {nxt.attempt}; run `turnkeeper run`"
+        )

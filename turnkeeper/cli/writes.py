@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from turnkeeper.cli.output import console, print_json
+from turnkeeper.cli import output
+from turnkeeper.cli.output import print_json
 from turnkeeper.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def report(answer: Mapping[str, object], *, as_json: bool, quiet: bool, message:
     elif quiet:
         say(str(answer["id"]))
     else:
-        console.print(message)
+        output.console.print(message)
 
 
 def say(text: str) -> None:
