@@ -14,6 +14,7 @@ from turnkeeper.cli.context import (
     handles_errors,
     open_project_store,
     parse_json_arg,
+    without_cycle_collection,
 )
 from turnkeeper.cli.output import print_json, safe, to_jsonable
 from turnkeeper.errors import DataLoss, FailedPrecondition
@@ -67,6 +68,7 @@ def init(
 
 
 @handles_errors
+@without_cycle_collection
 def status(as_json: bool = JsonOption) -> None:
     """Everything in flight: goals with their audit counters, sessions with their turns.
 

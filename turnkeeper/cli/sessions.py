@@ -16,6 +16,7 @@ from turnkeeper.cli.context import (
     handles_errors,
     open_project_store,
     parse_json_object,
+    without_cycle_collection,
 )
 from turnkeeper.cli.output import print_json, safe
 from turnkeeper.cli.writes import QuietOption, check_output_mode, say
@@ -132,6 +133,7 @@ def session_show(session_id: str, as_json: bool = JsonOption) -> None:
 
 @session_app.command("list")
 @handles_errors
+@without_cycle_collection
 def session_list(as_json: bool = JsonOption) -> None:
     """Every session with its status and counters.
 
