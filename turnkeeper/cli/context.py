@@ -140,9 +140,12 @@ def without_cycle_collection(func: Callable[P, R]) -> Callable[P, R]:
     ``status`` and ``session list`` import SQLAlchemy, pydantic and the kernel and build a
     thousand rows: the collector ran ~200 times in such a command (~115 ms here, a tenth
     of it), walking the objects those imports made and freeing almost nothing, since
-    what a listing drops is freed by its reference counts. Collection resumes as it
-    was when the command ends: in a process that goes on (a test's), what the command
-    left is collected as usual.
+    what a listing drops is freed by its reference counts. When the command ends,
+    what it made is frozen (``gc.freeze``) before collection resumes: the process exits
+    next, and the interpreter's collections on the way out would walk every object the
+    imports made (measured: status 1.34 s without the freeze, 1.01 s with it, at 1,000
+    sessions on a slow machine). In a process that goes on (a test calling the command
+    in-process) the frozen objects are never collected: the price, small for a listing.
     """
 
     @wraps(func)
@@ -153,6 +156,7 @@ def without_cycle_collection(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         finally:
+            gc.freeze()
             gc.enable()
 
     return wrapper
