@@ -9,9 +9,10 @@ Everything runs on the project's own disk (a temp dir under ``.cache/``), never 
 * A project of 1,000 sessions and ~100,000 events on 4 goals of 50 todos each is built
   through the store API (:mod:`benchmarks.commands_project`): real events, checksums,
   projections and index entries, cloned from sessions recorded through the real runtime.
-* Each command is the installed ``turnkeeper`` executable in a child process, its
-  working directory the project, its stdout a pipe (``COLUMNS`` fixed, so the tables
-  are laid out the same every run). Timed: the child's whole wall time, Python start-up
+* Each command is the installed ``turnkeeper`` executable in a child process (for
+  ``--before`` code older than its ``main`` entry point, a launcher of that code's own
+  entry point, ``cli.main:app``), its working directory the project, its stdout a pipe
+  (``COLUMNS`` fixed, so the tables are laid out the same every run). Timed: the child's whole wall time, Python start-up
   and imports included — what the user waits for.
 * Each version runs through ``PYTHONPATH``, checked by asking it where it imports
   ``turnkeeper`` from: "after" is the package this benchmark imported (the checkout,
@@ -179,11 +180,26 @@ class CommandFailedError(RuntimeError):
     """A timed command exited non-zero: its figures would mean nothing."""
 
 
+def command_line(env: dict[str, str]) -> list[str]:
+    """What runs ``turnkeeper`` for the code in ``env``'s PYTHONPATH: the installed
+    executable when that code defines the same entry point (``cli.main:main``), else a
+    launcher calling the entry point that code's own ``pyproject.toml`` installed
+    (``cli.main:app`` before ``main`` existed) — each version as its users start it."""
+    main_py = Path(env["PYTHONPATH"]) / "turnkeeper" / "cli" / "main.py"
+    if "\ndef main(" in main_py.read_text():
+        return [str(turnkeeper_executable())]
+    launcher = (
+        "import sys; sys.argv[0] = 'turnkeeper'; "
+        "from turnkeeper.cli.main import app; sys.exit(app())"
+    )
+    return [sys.executable, "-c", launcher]
+
+
 def run_command(args: tuple[str, ...], cwd: Path, env: dict[str, str]) -> tuple[float, bytes]:
     """One command in a child process: its wall time and its stdout. Fails loudly."""
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [str(turnkeeper_executable()), *args],
+        [*command_line(env), *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -40,3 +40,24 @@ def test_a_collector_someone_paused_stays_paused() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_command_freezes_the_heap_before_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from turnkeeper.cli import main as entry
+
+    gc.unfreeze()
+    monkeypatch.setattr("sys.argv", ["turnkeeper", "--version"])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            entry.main()
+        assert exited.value.code in (0, None)
+        assert gc.get_freeze_count() > 0  # the exit's collection will not walk them
+    finally:
+        gc.unfreeze()
+
+
+def test_the_installed_command_is_the_freezing_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "turnkeeper"]
+    assert script.value == "turnkeeper.cli.main:main"
