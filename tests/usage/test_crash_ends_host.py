@@ -32,21 +32,28 @@ echo '{{"kind":"result","data":{{"todo_done":true}}}}'
 """
 
 
+def _session(project: UserProject, tmp_path: Path, todos: tuple[str, ...], late: float) -> str:
+    """A goal with ``todos`` and a session on it whose agent is the script above."""
+    project.tk("goal", "add", "Some steps", "--id", GOAL)
+    for todo in todos:
+        project.tk("todo", "add", GOAL, f"Step {todo}", "--id", todo)
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    script = AGENT.format(state=state, late=late, sleep=AGENT_SLEEP)
+    agent = project.agent("agent.sh", script)
+    config = project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
+    created = project.tk_json(
+        "session", "create", GOAL, "--host", "subprocess", "--host-config", config
+    )
+    return str(created["session_id"])
+
+
 def test_crash_ends_the_host_a_killed_run_left_running(
     user_project: UserProject, tmp_path: Path
 ) -> None:
     project = user_project
-    project.tk("goal", "add", "Two steps", "--id", GOAL)
-    project.tk("todo", "add", GOAL, "First", "--id", "t1")
-    project.tk("todo", "add", GOAL, "Second", "--id", "t2")
+    sid = _session(project, tmp_path, ("t1", "t2"), LATE_WRITE_AFTER_S)
     state = tmp_path / "agent-state"
-    state.mkdir()
-    script = AGENT.format(state=state, late=LATE_WRITE_AFTER_S, sleep=AGENT_SLEEP)
-    agent = project.agent("agent.sh", script)
-    config = project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
-    sid = project.tk_json(
-        "session", "create", GOAL, "--host", "subprocess", "--host-config", config
-    )["session_id"]
     run = project.start("run")
     try:
         wait_for((state / "second-started").exists, 60, "the second turn")
@@ -71,16 +78,7 @@ def test_crash_says_which_host_processes_it_ended(
     user_project: UserProject, tmp_path: Path
 ) -> None:
     project = user_project
-    project.tk("goal", "add", "One step", "--id", GOAL)
-    project.tk("todo", "add", GOAL, "Second", "--id", "t2")
-    state = tmp_path / "agent-state"
-    state.mkdir()
-    script = AGENT.format(state=state, late=0, sleep=AGENT_SLEEP)
-    agent = project.agent("agent.sh", script)
-    config = project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
-    sid = project.tk_json(
-        "session", "create", GOAL, "--host", "subprocess", "--host-config", config
-    )["session_id"]
+    sid = _session(project, tmp_path, ("t2",), 0)
     run = project.start("run")
     try:
         wait_for(lambda: processes_with(AGENT_SLEEP), 60, "the agent asleep")
