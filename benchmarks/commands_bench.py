@@ -12,8 +12,9 @@ Everything runs on the project's own disk (a temp dir under ``.cache/``), never 
 * Each command is the installed ``turnkeeper`` executable in a child process (for
   ``--before`` code older than its ``main`` entry point, a launcher of that code's own
   entry point, ``cli.main:app``), its working directory the project, its stdout a pipe
-  (``COLUMNS`` fixed, so the tables are laid out the same every run). Timed: the child's whole wall time, Python start-up
-  and imports included — what the user waits for.
+  (``COLUMNS`` fixed, so the tables are laid out the same every run). Timed: the
+  child's whole wall time, Python start-up and imports included — what the user waits
+  for.
 * Each version runs through ``PYTHONPATH``, checked by asking it where it imports
   ``turnkeeper`` from: "after" is the package this benchmark imported (the checkout,
   or the copy it is run from), "before" that commit's ``turnkeeper/``, exported with
