@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -149,12 +150,14 @@ class UserProject:
         timeout: float = COMMAND_TIMEOUT,
         input: bytes | None = None,
         env: dict[str, str] | None = None,
+        executable: Sequence[str] | None = None,
     ) -> Completed:
         """Run ``turnkeeper ARGS`` to its end; ``expect`` is the exit code (None: any).
         An argument given as ``bytes`` reaches the command as those bytes (not UTF-8,
-        say), as a shell passes a file name."""
+        say), as a shell passes a file name. ``executable``: another release's command
+        instead of the installed one."""
         proc = subprocess.run(
-            [*turnkeeper_executable(), *args],
+            [*(executable or turnkeeper_executable()), *args],
             cwd=self.root,
             env=self.env(**(env or {})),
             capture_output=True,
@@ -180,7 +183,11 @@ class UserProject:
         return self.tk(*args, "--json", expect=expect).json()
 
     def start(
-        self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
+        executable: Sequence[str] | None = None,
     ) -> Background:
         """Start ``turnkeeper ARGS`` in the background (e.g. ``run --json``), under
         ``prefix`` when given (e.g. ``unshare --pid --fork --mount-proc``)."""
@@ -189,7 +196,7 @@ class UserProject:
         err = self.root.parent / f"{self.root.name}-bg{self._runs}.err"
         fo, fe = out.open("wb"), err.open("wb")
         proc = subprocess.Popen(
-            [*prefix, *turnkeeper_executable(), *args],
+            [*prefix, *(executable or turnkeeper_executable()), *args],
             cwd=self.root,
             env=self.env(**(env or {})),
             stdin=subprocess.DEVNULL,

@@ -5,8 +5,9 @@ The previous release journaled a host process as ``start_fingerprint`` (session 
 schema version 1); this one writes ``boot_id`` and ``start_time`` (version 2) and
 still reads version 1. The old code is the last release's ``turnkeeper/`` package,
 exported from this repository's history with ``git archive`` and put first on
-``PYTHONPATH``, so the same installed command runs it (checked: each side reports
-where ``turnkeeper`` was imported from). The test then asks the old code to read
+``PYTHONPATH``, run through the entry point that release installed (``cli.main:app``;
+this one installs ``cli.main:main``), and checked: each side reports where
+``turnkeeper`` was imported from. The test then asks the old code to read
 the stream the new one wrote: a typed refusal, and its repair changes nothing.
 """
 
@@ -16,6 +17,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,12 @@ from tests.usage.project import UserProject, kill_processes_with, processes_with
 # process identity became one record shared by hosts and kernel).
 PREVIOUS_RELEASE = "d26e658"
 GOAL = "upgrade"
+# The previous release's console script, as its own pyproject.toml declared it.
+PREVIOUS_COMMAND = (
+    sys.executable,
+    "-c",
+    "import sys; sys.argv[0] = 'turnkeeper'; from turnkeeper.cli.main import app; sys.exit(app())",
+)
 AGENT_SLEEP = f"{os.getpid() % 1000 + 300}.{os.getpid()}"  # ours alone, to find and end
 
 AGENT = """#!/bin/sh
@@ -60,11 +68,17 @@ def _old_run_dies_mid_turn(project: UserProject, old: dict[str, str], state: Pat
     in flight; the session's id."""
     agent = project.agent("agent.sh", AGENT.format(state=state, sleep=AGENT_SLEEP))
     config = project.host_config("agent", {"command": [str(agent)], "event_format": "jsonl"})
-    project.tk("goal", "add", "Survive an upgrade", "--id", GOAL, env=old)
-    project.tk("todo", "add", GOAL, "Finish the work", "--id", "t1", env=old)
+    project.tk(
+        "goal", "add", "Survive an upgrade", "--id", GOAL, env=old, executable=PREVIOUS_COMMAND
+    )
+    project.tk(
+        "todo", "add", GOAL, "Finish the work", "--id", "t1", env=old, executable=PREVIOUS_COMMAND
+    )
     create = ("session", "create", GOAL, "--host", "subprocess", "--host-config", config)
-    sid: str = project.tk(*create, "--json", env=old).json()["session_id"]
-    old_run = project.start("run", env=old)
+    sid: str = project.tk(*create, "--json", env=old, executable=PREVIOUS_COMMAND).json()[
+        "session_id"
+    ]
+    old_run = project.start("run", env=old, executable=PREVIOUS_COMMAND)
     try:
         wait_for(lambda: _host_started_rows(project.database), 60, "the old host_started")
         wait_for(lambda: processes_with(f"sleep {AGENT_SLEEP}"), 60, "the old agent")
@@ -78,10 +92,12 @@ def _previous_release_refuses(project: UserProject, old: dict[str, str], sid: st
     error (it checks no projection version, so it finds the state undecodable), and
     the repair it suggests refuses by the events' version and changes nothing."""
     before = project.durable_digest()
-    refused = project.tk("session", "show", sid, "--json", env=old, expect=None)
+    refused = project.tk(
+        "session", "show", sid, "--json", env=old, executable=PREVIOUS_COMMAND, expect=None
+    )
     assert refused.returncode == 10, refused
     assert json.loads(refused.stdout)["error"]["reason"] == "undecodable_projection"
-    repaired = project.tk("repair", "--json", env=old, expect=None)
+    repaired = project.tk("repair", "--json", env=old, executable=PREVIOUS_COMMAND, expect=None)
     assert "Traceback" not in repaired.stderr + refused.stderr
     assert repaired.returncode == 6, repaired  # FAILED_PRECONDITION, naming why
     assert "schema version 2 is not one this code reads" in repaired.stdout
