@@ -19,10 +19,12 @@ import pytest
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.kernel.proposals import CreateGoal
+from turnkeeper.kernel.session.state import SessionStatus
 from turnkeeper.runtime.control.controller import Controller
 from turnkeeper.runtime.services import sessions as session_runtime
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.session_listing import (
+    FINISHED_SESSION_STATUSES,
     SESSION_KIND,
     SESSION_PROJECTION_VERSION,
     list_sessions,
@@ -191,3 +193,9 @@ def test_a_recovery_report_that_does_not_decode_is_data_loss(
         recovery_report(summary)
     assert caught.value.reason == "undecodable_projection"
     assert caught.value.details["stream_id"] == f"session:{summary.session_id}"
+
+
+def test_the_finished_statuses_are_the_kernels_terminal_ones() -> None:
+    """A closed session can only be deleted, a deleted one nothing: those two are what
+    ``status`` counts instead of drawing."""
+    assert {SessionStatus.CLOSED.value, SessionStatus.DELETED.value} == FINISHED_SESSION_STATUSES

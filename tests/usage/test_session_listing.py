@@ -120,7 +120,35 @@ def test_listings_print_what_session_show_prints(user_project: UserProject, toke
             str(counters["turns_failed"]),
             "-",
         ], row
-        assert row in status, "status shows the same session table"
-    # The recovery report is shown for the session that lost a turn, and for it alone.
-    assert status.count("Recovery report") == 1
-    assert f"session {worked[:8]}\nRecovery report" in status
+        if state["status"] in ("closed", "deleted"):
+            assert sid[:8] not in status, "status counts a finished session, draws no row"
+        else:
+            assert row in status, "status shows the same session table"
+    # The worked session finished (its goal closed): status counts it, and `session show`
+    # still shows the recovery report of the turn it lost.
+    assert listed[worked]["status"] == "closed"
+    assert "1 finished session not shown" in status
+    assert "Recovery report" not in status
+    assert "Recovery report" in user_project.tk("session", "show", worked, env=WIDE).stdout
+
+
+def test_status_counts_finished_sessions_instead_of_drawing_them(
+    user_project: UserProject,
+) -> None:
+    """``status`` draws the sessions still in flight; a finished one is counted, listed by
+    ``session list`` and kept in ``status --json``."""
+    kept = _session(user_project, "kept", ["true"])
+    gone = _session(user_project, "gone", ["true"])
+    user_project.tk("session", "delete", gone, "--request-id", "delete-gone")
+
+    status = user_project.tk("status", env=WIDE).stdout
+    assert kept[:8] in status and gone[:8] not in status, status
+    assert "1 finished session not shown: `turnkeeper session list` lists every session" in status
+    assert gone[:8] in user_project.tk("session", "list", env=WIDE).stdout
+    listed = {s["session_id"]: s["status"] for s in user_project.tk_json("status")["sessions"]}
+    assert listed == {kept: "ready", gone: "deleted"}
+
+    user_project.tk("session", "delete", kept, "--request-id", "delete-kept")
+    status = user_project.tk("status", env=WIDE).stdout
+    assert "Sessions" not in status and kept[:8] not in status, status
+    assert "2 finished sessions not shown" in status

@@ -72,11 +72,15 @@ def init(
 def status(as_json: bool = JsonOption) -> None:
     """Everything in flight: goals with their audit counters, sessions with their turns.
 
+    Finished sessions (closed, deleted) are counted, not drawn: `session list` lists
+    every session, and --json carries every one.
+
     Example: turnkeeper status --json
     """
     from turnkeeper.runtime.services.extension_states import project_extension_states
     from turnkeeper.runtime.services.goals import GOAL_KIND, GoalService
     from turnkeeper.runtime.services.session_listing import (
+        FINISHED_SESSION_STATUSES,
         SESSION_KIND,
         recovery_report,
         summaries,
@@ -122,18 +126,26 @@ def status(as_json: bool = JsonOption) -> None:
 
     render_goal_list(rows)
     render_extension_states(extensions)
-    if sessions:
-        render_session_list(sessions)
-        for session in sessions:
-            report = recovery_report(session) if session.counters.get("turns_lost") else None
-            if report is not None:
-                output.console.print(f"[bold]session {safe(session.session_id[:8])}[/]")
-                render_recovery_report(report)
-            failed = session.snapshot_failed
-            if failed:
-                output.console.print(
-                    f"[red]session {safe(session.session_id[:8])}[/]: {safe(failed)}"
-                )
+    # Finished sessions are history, not in flight: at a thousand sessions their rows
+    # buried the few still working. They are counted here, listed by `session list`,
+    # and `--json` (what scripts read) keeps every session.
+    in_flight = [s for s in sessions if s.status not in FINISHED_SESSION_STATUSES]
+    if in_flight:
+        render_session_list(in_flight)
+    finished = len(sessions) - len(in_flight)
+    if finished:
+        output.console.print(
+            f"{finished} finished session{'s' if finished != 1 else ''} not shown: "
+            "`turnkeeper session list` lists every session"
+        )
+    for session in in_flight:
+        report = recovery_report(session) if session.counters.get("turns_lost") else None
+        if report is not None:
+            output.console.print(f"[bold]session {safe(session.session_id[:8])}[/]")
+            render_recovery_report(report)
+        failed = session.snapshot_failed
+        if failed:
+            output.console.print(f"[red]session {safe(session.session_id[:8])}[/]: {safe(failed)}")
 
 
 @handles_errors

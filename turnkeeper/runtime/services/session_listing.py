@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 # another shape is decoded instead of parsed, so that it lists with today's keys.
 SESSION_KIND = "session"
 SESSION_PROJECTION_VERSION = 1
+# The statuses a session never leaves (a test keeps them the kernel's): ``status`` counts
+# such sessions instead of drawing a row for each.
+FINISHED_SESSION_STATUSES = frozenset({"closed", "deleted"})
 
 T = TypeVar("T")
 
