@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from turnkeeper.cli.help_text import reflow_help
+from turnkeeper.cli.typer_renderer import import_typer_renderer
 
 if TYPE_CHECKING:
     # Typer carries its own Click (``typer._click``): its classes are what Typer's
@@ -110,6 +111,7 @@ class LazyGroup(TyperGroup):
         return self.lazy[cmd_name]
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        import_typer_renderer()  # for a caller of the app itself, not through main()
         self._listing = True
         try:
             super().format_help(ctx, formatter)
