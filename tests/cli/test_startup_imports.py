@@ -4,9 +4,8 @@ Building the command line imports Typer and the CLI's own small modules; Rich, t
 store (SQLAlchemy), the kernel (pydantic models), the hosts and the controller are
 imported by the commands that use them. So ``--help`` needs none but Rich (Typer's help
 is drawn with it), a session listing never imports the session kernel (it reads
-projections as JSON), and ``--json`` never imports Rich. Checked on
-the installed command through ``python -X importtime``, which names every module a
-process imports.
+projections as JSON), and ``--json`` never imports Rich. Checked on the installed
+command's script, by the modules loaded when it exits.
 """
 
 from __future__ import annotations
@@ -49,12 +48,22 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
 
 
+# Runs the command as its script does, then names every module in sys.modules at exit:
+# ``-X importtime`` would not see one imported through importlib.import_module, which
+# is how the lazy group loads a command's module.
+_RUN_AND_LIST = """
+import atexit, runpy, sys
+atexit.register(lambda: sys.stderr.write("modules: " + " ".join(sorted(sys.modules)) + "\\n"))
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def _imported(*args: str, cwd: Path) -> set[str]:
     """Every module ``turnkeeper ARGS`` imports (it must succeed)."""
     script = Path(sys.executable).with_name("turnkeeper")
-    entry = [str(script)] if script.exists() else ["-m", "turnkeeper.cli.main"]
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", *entry, *args],
+        [sys.executable, "-c", _RUN_AND_LIST, str(script), *args],
         cwd=cwd,
         env=_env(),
         capture_output=True,
@@ -63,9 +72,10 @@ def _imported(*args: str, cwd: Path) -> set[str]:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")]
-    modules = {ln.rsplit("|", 1)[1].strip() for ln in lines[1:]}  # the first is a header
-    assert "typer" in modules, "importtime printed nothing: the check would see nothing"
+    listed = [ln for ln in proc.stderr.splitlines() if ln.startswith("modules: ")]
+    assert len(listed) == 1, proc.stderr[-4000:]
+    modules = set(listed[0].split()[1:])
+    assert "typer" in modules, "the command imported nothing: the check would see nothing"
     return modules
 
 
