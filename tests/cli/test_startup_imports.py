@@ -132,3 +132,16 @@ def test_json_output_never_imports_rich(args: tuple[str, ...], tmp_path: Path) -
         check=True,
     )
     assert _among(_imported(*args, cwd=tmp_path), ("rich",)) == []
+
+
+@pytest.mark.parametrize("args", [("status",), ("goal", "list")])
+def test_everyday_commands_never_import_sqlalchemy(args: tuple[str, ...], tmp_path: Path) -> None:
+    """On SQLite a store at its schema's head is opened and read on plain ``sqlite3``
+    connections: SQLAlchemy (~130 ms of import) and Alembic are for migrations."""
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "turnkeeper.cli.main", "init"]):
+        subprocess.run(
+            command, cwd=tmp_path, env=_env(), capture_output=True, timeout=TIMEOUT, check=True
+        )
+    modules = _imported(*args, cwd=tmp_path)
+    assert "turnkeeper.store.sql" in modules  # the command did open the store
+    assert _among(modules, ("sqlalchemy", "alembic")) == []

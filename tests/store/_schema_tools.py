@@ -14,9 +14,10 @@ from contextlib import contextmanager
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import Connection
 
 from turnkeeper.store import _migrate
-from turnkeeper.store._dialect import Dialect, dialect_for
+from turnkeeper.store._dialect import DBAPIConnection, Dialect, dialect_for
 
 
 @contextmanager
@@ -30,15 +31,22 @@ def dialect_engine(url: str) -> Iterator[tuple[Dialect, Engine]]:
         engine.dispose()
 
 
+def driver(conn: Connection) -> DBAPIConnection:
+    """The driver's connection under SQLAlchemy's (the dialect's schema methods take it)."""
+    raw: DBAPIConnection | None = conn.connection.driver_connection
+    assert raw is not None
+    return raw
+
+
 def describe(url: str) -> list[tuple[str, ...]]:
     """The schema description the store's stamp is computed over."""
     with dialect_engine(url) as (dialect, engine), engine.connect() as conn:
-        return dialect.schema_description(conn)
+        return dialect.schema_description(driver(conn))
 
 
 def stamp_of(url: str) -> int:
     with dialect_engine(url) as (dialect, engine), engine.connect() as conn:
-        return dialect.read_stamp(conn)
+        return dialect.read_stamp(driver(conn))
 
 
 def revisions(url: str) -> list[str]:
@@ -80,8 +88,8 @@ def migrate(url: str, direction: str, revision: str) -> None:
             # target revision would have (none for a revision older than stamps).
             stamp = 0
             if revision != "base" and revision not in _migrate.UNSTAMPED_REVISIONS:
-                stamp = _migrate.schema_stamp(revision, dialect.schema_description(conn))
-            dialect.write_stamp(conn, stamp)
+                stamp = _migrate.schema_stamp(revision, dialect.schema_description(driver(conn)))
+            dialect.write_stamp(driver(conn), stamp)
     finally:
         engine.dispose()
 
@@ -90,5 +98,5 @@ def restamp(url: str, revision: str) -> None:
     """Set the revision row and stamp it as the code of that revision would."""
     with dialect_engine(url) as (dialect, engine), engine.begin() as conn:
         conn.exec_driver_sql(dialect.sql("UPDATE alembic_version SET version_num = ?"), (revision,))
-        schema = dialect.schema_description(conn)
-        dialect.write_stamp(conn, _migrate.schema_stamp(revision, schema))
+        schema = dialect.schema_description(driver(conn))
+        dialect.write_stamp(driver(conn), _migrate.schema_stamp(revision, schema))

@@ -19,8 +19,8 @@ from tests.store.conformance.damage import change_payload, tagged
 from tests.store.conftest import Backend
 from tests.store.toy import KIND, CounterFolder, add, state_of
 from turnkeeper.store import MismatchKind, SqlEventStore, _verify
-from turnkeeper.store._reads import EVENT_COLUMNS, PROJECTION_COLUMNS, AnyRow, Reader
-from turnkeeper.store._schema import events, projections
+from turnkeeper.store._reads import AnyRow, Reader
+from turnkeeper.store._schema import EVENT_COLUMNS, PROJECTION_COLUMNS, events, projections
 
 
 def sqlalchemy_events(

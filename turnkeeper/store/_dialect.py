@@ -11,15 +11,20 @@ SQLSTATE-based error mapping, an advisory lock around migrations).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, TypeAlias
-
-from sqlalchemy import Engine
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from turnkeeper.errors import InvalidArgument, TurnkeeperError, Unavailable
+
+if TYPE_CHECKING:
+    # SQLAlchemy is imported where an engine is made (a migration, verify, repair,
+    # PostgreSQL): ~130 ms of every command that opens a SQLite store otherwise.
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import Connection
+
+    from turnkeeper.store._connections import Connections
 
 # Execution option that makes SQLAlchemy begin a *write* transaction.
 WRITE_OPTION = "turnkeeper_write"
@@ -44,6 +49,15 @@ class DBAPICursor(Protocol):
     def executemany(self, sql: str, params: Sequence[SqlParams], /) -> object: ...
     # A row as the driver returns it; its columns are checked where they are read.
     def fetchone(self) -> tuple[object, ...] | None: ...
+    def fetchall(self) -> Sequence[tuple[object, ...]]: ...
+    def close(self) -> None: ...
+
+
+class DBAPIConnection(Protocol):
+    """The part of a DBAPI connection (sqlite3's, psycopg's) the store uses directly."""
+
+    def cursor(self) -> DBAPICursor: ...
+    def execute(self, sql: str, params: SqlParams = ..., /) -> DBAPICursor: ...
     def close(self) -> None: ...
 
 
@@ -63,6 +77,12 @@ class Dialect:
         self.busy_timeout_s = busy_timeout_s
 
     def create_engine(self) -> Engine:
+        """A SQLAlchemy engine whose connections are set up as :meth:`connections`' are:
+        what migrations, verify and repair run on."""
+        raise NotImplementedError
+
+    def connections(self) -> Connections:
+        """Where the store's reads and its writer take their DBAPI connections from."""
         raise NotImplementedError
 
     def sql(self, text: str) -> str:
@@ -89,16 +109,17 @@ class Dialect:
         """Refuse a database file whose fixed header fields are damaged (``DATA_LOSS``)
         before the driver opens it; nothing to do for a server database."""
 
-    def schema_description(self, conn: Connection) -> list[tuple[str, ...]]:
+    def schema_description(self, conn: DBAPIConnection) -> list[tuple[str, ...]]:
         """The schema as the database describes it, in a stable order: what the schema
-        stamp is computed over (see _migrate.py)."""
+        stamp is computed over (see _migrate.py). On the driver's connection: the check
+        on open runs without SQLAlchemy."""
         raise NotImplementedError
 
-    def read_stamp(self, conn: Connection) -> int:
+    def read_stamp(self, conn: DBAPIConnection) -> int:
         """The schema stamp the database carries (0: none)."""
         raise NotImplementedError
 
-    def write_stamp(self, conn: Connection, stamp: int) -> None:
+    def write_stamp(self, conn: DBAPIConnection, stamp: int) -> None:
         """Record the schema stamp, inside the migration's transaction."""
         raise NotImplementedError
 
@@ -140,9 +161,28 @@ class Dialect:
 
     def is_integrity_error(self, exc: BaseException) -> bool:
         """A constraint violation (PEP 249 names the class the same in every driver)."""
-        if isinstance(exc, DBAPIError) and exc.orig is not None:
-            exc = exc.orig
+        exc = driver_error(exc)
         return type(exc).__name__ in ("IntegrityError", "UniqueViolation", "ForeignKeyViolation")
+
+
+def driver_error(exc: BaseException) -> BaseException:
+    """The driver's own exception inside a SQLAlchemy ``DBAPIError``, else ``exc``."""
+    if "sqlalchemy.exc" not in sys.modules:
+        return exc  # nothing imported SQLAlchemy: ``exc`` cannot be one of its errors
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        return exc.orig
+    return exc
+
+
+def is_sqlalchemy_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLAlchemy's (without importing SQLAlchemy to ask)."""
+    if "sqlalchemy.exc" not in sys.modules:
+        return False
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return isinstance(exc, SQLAlchemyError)
 
 
 def where(details: Mapping[str, object]) -> str:

@@ -21,7 +21,15 @@ from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import DBAPIError
 
 from turnkeeper.errors import DataLoss, InvalidArgument, TurnkeeperError, Unavailable
-from turnkeeper.store._dialect import DBAPICursor, Dialect, RowKey, where
+from turnkeeper.store._connections import Connections, EnginePool
+from turnkeeper.store._dialect import (
+    DBAPIConnection,
+    DBAPICursor,
+    Dialect,
+    RowKey,
+    driver_error,
+    where,
+)
 from turnkeeper.store._wakeups import PostgresWakeups
 
 # A 64-bit number of our own: pg_advisory_xact_lock serialises migrations with it.
@@ -90,6 +98,11 @@ class PostgresDialect(Dialect):
             isolation_level="AUTOCOMMIT",
         )
 
+    def connections(self) -> Connections:
+        # SQLAlchemy's pool: it bounds the connections a process of hundreds of threads
+        # holds, and drops the rest of the pool when the server dropped one.
+        return EnginePool(self.create_engine())
+
     def write_options(self) -> dict[str, object]:
         return {**super().write_options(), "isolation_level": "READ COMMITTED"}
 
@@ -110,8 +123,7 @@ class PostgresDialect(Dialect):
         cursor.execute("BEGIN")
 
     def translate(self, exc: BaseException, **details: object) -> TurnkeeperError | None:
-        if isinstance(exc, DBAPIError) and exc.orig is not None:
-            exc = exc.orig
+        exc = driver_error(exc)
         if not isinstance(exc, psycopg.Error):
             return None
         state = exc.sqlstate or ""
@@ -142,8 +154,7 @@ class PostgresDialect(Dialect):
         return None
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        if isinstance(exc, DBAPIError) and exc.orig is not None:
-            exc = exc.orig
+        exc = driver_error(exc)
         if isinstance(exc, psycopg.InterfaceError):
             return True  # the connection is closed
         if not isinstance(exc, psycopg.OperationalError):
@@ -152,14 +163,15 @@ class PostgresDialect(Dialect):
         # No SQLSTATE: the server never answered (refused, reset, timed out).
         return not state or state.startswith("08") or state in _GONE
 
-    def schema_description(self, conn: Connection) -> list[tuple[str, ...]]:
-        rows = conn.exec_driver_sql(_SCHEMA_SQL).all()
+    def schema_description(self, conn: DBAPIConnection) -> list[tuple[str, ...]]:
+        rows = conn.execute(_SCHEMA_SQL).fetchall()
         return [tuple(str(v) for v in row) for row in rows]
 
-    def read_stamp(self, conn: Connection) -> int:
-        comment = conn.exec_driver_sql(
+    def read_stamp(self, conn: DBAPIConnection) -> int:
+        row = conn.execute(
             "SELECT obj_description(to_regclass('alembic_version'), 'pg_class')"
-        ).scalar()
+        ).fetchone()
+        comment = row[0] if row else None
         if comment is None:
             return 0
         text = str(comment)
@@ -167,10 +179,10 @@ class PostgresDialect(Dialect):
             return -1  # matches no stamp: the schema check calls it damaged
         return int(text[len(_STAMP_PREFIX) :])
 
-    def write_stamp(self, conn: Connection, stamp: int) -> None:
+    def write_stamp(self, conn: DBAPIConnection, stamp: int) -> None:
         # A comment on the version table: transactional like the migration, and outside
         # the description the stamp is computed over.
-        conn.exec_driver_sql(f"COMMENT ON TABLE alembic_version IS '{_STAMP_PREFIX}{int(stamp)}'")
+        conn.execute(f"COMMENT ON TABLE alembic_version IS '{_STAMP_PREFIX}{int(stamp)}'")
 
     def integrity_problems(self, conn: Connection) -> list[str]:
         # The server checks its pages itself (data checksums, where the cluster has them);

@@ -7,14 +7,24 @@ import random
 import sqlite3
 import time
 from pathlib import Path
-
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import ConnectionPoolEntry
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from turnkeeper.errors import DataLoss, TurnkeeperError, Unavailable
-from turnkeeper.store._dialect import WRITE_OPTION, DBAPICursor, Dialect, where
+from turnkeeper.store._connections import Connections, EnginePool, PlainPool
+from turnkeeper.store._dialect import (
+    WRITE_OPTION,
+    DBAPIConnection,
+    DBAPICursor,
+    Dialect,
+    driver_error,
+    where,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 # sqlite3 primary result codes (the low byte of an extended code).
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
@@ -51,7 +61,44 @@ class SqliteDialect(Dialect):
         super().__init__(url, busy_timeout_s)
         self._busy_ms = int(busy_timeout_s * 1000)
 
+    def configure(self, conn: sqlite3.Connection) -> None:
+        """Set up a new connection: every one the store uses, pooled or SQLAlchemy's."""
+        # We issue BEGIN ourselves (see _on_begin and the writer), so the driver must not.
+        conn.isolation_level = None
+        conn.text_factory = _decode_text
+        cur = conn.cursor()
+        try:
+            # busy_timeout first: switching a new file to WAL needs a lock.
+            cur.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            _switch_to_wal(cur, self.busy_timeout_s)
+            cur.execute("PRAGMA synchronous = FULL")
+            cur.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cur.close()
+
+    def connect(self) -> sqlite3.Connection:
+        """A new plain connection, opened as SQLAlchemy's engine opens its own."""
+        path = _plain_path(self.url)
+        if path is None:
+            raise ValueError(f"no plain file path in {self.url!r}")
+        # Connections move between threads (pool, group-commit leader).
+        conn = sqlite3.connect(path, timeout=self.busy_timeout_s, check_same_thread=False)
+        try:
+            self.configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def connections(self) -> Connections:
+        if _plain_path(self.url) is None:
+            # Options in the URL: SQLAlchemy's pysqlite dialect is what reads them.
+            return EnginePool(self.create_engine())
+        return PlainPool(self.connect, self.create_engine)
+
     def create_engine(self) -> Engine:
+        from sqlalchemy import create_engine, event
+
         engine = create_engine(
             self.url,
             # Connections move between threads (pool, group-commit leader).
@@ -59,22 +106,10 @@ class SqliteDialect(Dialect):
             pool_size=8,
             max_overflow=24,
         )
-        busy_ms = self._busy_ms
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: sqlite3.Connection, _rec: ConnectionPoolEntry) -> None:
-            # We issue BEGIN ourselves (see _on_begin), so the driver must not.
-            dbapi_conn.isolation_level = None
-            dbapi_conn.text_factory = _decode_text
-            cur = dbapi_conn.cursor()
-            try:
-                # busy_timeout first: switching a new file to WAL needs a lock.
-                cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                _switch_to_wal(cur, self.busy_timeout_s)
-                cur.execute("PRAGMA synchronous = FULL")
-                cur.execute("PRAGMA foreign_keys = ON")
-            finally:
-                cur.close()
+            self.configure(dbapi_conn)
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
@@ -115,8 +150,7 @@ class SqliteDialect(Dialect):
             delay = min(delay * 2, 2e-3)
 
     def translate(self, exc: BaseException, **details: object) -> TurnkeeperError | None:
-        if isinstance(exc, DBAPIError) and exc.orig is not None:
-            exc = exc.orig
+        exc = driver_error(exc)
         if not isinstance(exc, sqlite3.Error):
             return None
         code = _code(exc)
@@ -170,20 +204,21 @@ class SqliteDialect(Dialect):
                 details={"record": "file_header", "driver_error": problem},
             )
 
-    def schema_description(self, conn: Connection) -> list[tuple[str, ...]]:
-        rows = conn.exec_driver_sql(
+    def schema_description(self, conn: DBAPIConnection) -> list[tuple[str, ...]]:
+        rows = conn.execute(
             "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
             " WHERE name NOT LIKE 'sqlite_stat%' AND name <> 'sqlite_sequence'"
             " ORDER BY type, name"
-        ).all()
+        ).fetchall()
         return [tuple(str(v) for v in row) for row in rows]
 
-    def read_stamp(self, conn: Connection) -> int:
-        value = conn.exec_driver_sql("PRAGMA user_version").scalar()
+    def read_stamp(self, conn: DBAPIConnection) -> int:
+        row = conn.execute("PRAGMA user_version").fetchone()
+        value = row[0] if row else None
         return int(value) if isinstance(value, int) else -1
 
-    def write_stamp(self, conn: Connection, stamp: int) -> None:
-        conn.exec_driver_sql(f"PRAGMA user_version = {int(stamp)}")
+    def write_stamp(self, conn: DBAPIConnection, stamp: int) -> None:
+        conn.execute(f"PRAGMA user_version = {int(stamp)}")
 
     def integrity_problems(self, conn: Connection) -> list[str]:
         rows = conn.exec_driver_sql("PRAGMA integrity_check(100)").all()
@@ -233,6 +268,16 @@ def _header_problem(header: bytes) -> str | None:
     if any(header[72:92]):
         return "has bytes set in its reserved area (72-91)"
     return None
+
+
+def _plain_path(url: str) -> str | None:
+    """The file of a ``sqlite:///PATH`` URL that carries no options."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or "?" in url:
+        return None
+    # Percent-escapes decoded as SQLAlchemy's URL parsing decodes them: the same file.
+    rest = unquote(url[len(prefix) :])
+    return rest if rest and rest != ":memory:" else None
 
 
 def _file_of(url: str) -> Path | None:

@@ -23,13 +23,16 @@ import threading
 from collections.abc import Sequence
 from hashlib import blake2b
 from pathlib import Path
-
-from sqlalchemy import Engine, text
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from typing import TYPE_CHECKING
 
 from turnkeeper.errors import DataLoss, FailedPrecondition
-from turnkeeper.store._dialect import Dialect
+from turnkeeper.store._dialect import DBAPIConnection, Dialect
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import Connection
+
+    from turnkeeper.store._connections import Connections
 
 # Every revision this code knows, oldest first; the last is the head. A test
 # checks this list against the scripts in migrations/versions.
@@ -41,7 +44,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # The tables of every revision: a database holding one has been migrated before.
 OWN_TABLES = frozenset({"events", "projections", "entity_index"})
 
-_VERSION_SQL = text("SELECT version_num FROM alembic_version")
+_VERSION_SQL = "SELECT version_num FROM alembic_version"
 
 
 def schema_stamp(revision: str, schema: Sequence[tuple[str, ...]]) -> int:
@@ -52,19 +55,24 @@ def schema_stamp(revision: str, schema: Sequence[tuple[str, ...]]) -> int:
     return (int.from_bytes(digest.digest(), "big") & 0x7FFFFFFF) or 1
 
 
-def ensure_schema(engine: Engine, dialect: Dialect) -> None:
+def ensure_schema(connections: Connections, dialect: Dialect) -> None:
     """Bring the database to :data:`HEAD_REVISION`; refuse one newer than this code,
-    and one whose schema does not check out (``DATA_LOSS``)."""
+    and one whose schema does not check out (``DATA_LOSS``). The check runs on a
+    driver connection: SQLAlchemy and Alembic are imported only to migrate."""
     try:
-        with engine.connect() as conn:
+        raw = connections.raw_connection()
+        try:
+            conn = raw.driver_connection
             schema = dialect.schema_description(conn)
             tables = {row[1] for row in schema if row[0] == "table"}
-            if "alembic_version" not in tables:
-                current = None
-            else:
-                versions = conn.execute(_VERSION_SQL).scalars().all()
-                current = _check(versions, dialect.read_stamp(conn), schema)
-    except DBAPIError as exc:
+            current = None
+            if "alembic_version" in tables:
+                current = _check(_versions(conn), dialect.read_stamp(conn), schema)
+        except BaseException:
+            raw.invalidate()  # whatever failed on it, no later read inherits it
+            raise
+        raw.close()
+    except Exception as exc:
         typed = dialect.translate(exc, operation="open")
         if typed is not None:
             raise typed from exc
@@ -73,7 +81,11 @@ def ensure_schema(engine: Engine, dialect: Dialect) -> None:
         raise _damaged("its tables are there but the record of its revision is not", tables)
     if current == HEAD_REVISION:
         return
-    _upgrade(engine, dialect)
+    _upgrade(connections.engine(), dialect)
+
+
+def _versions(conn: DBAPIConnection) -> list[object]:
+    return [row[0] for row in conn.execute(_VERSION_SQL).fetchall()]
 
 
 def _damaged(why: str, found: object) -> DataLoss:
@@ -84,7 +96,7 @@ def _damaged(why: str, found: object) -> DataLoss:
     )
 
 
-def _check(versions: Sequence[str], stamp: int, schema: Sequence[tuple[str, ...]]) -> str | None:
+def _check(versions: Sequence[object], stamp: int, schema: Sequence[tuple[str, ...]]) -> str | None:
     """The revision the database is at, once its stamp checks out."""
     if not versions:
         return None
@@ -125,8 +137,9 @@ def _upgrade(engine: Engine, dialect: Dialect) -> None:
         conn.begin(),
     ):
         dialect.lock_migrations(conn)
+        driver = _driver(conn)
         # Re-read under the write lock: another process may have migrated meanwhile.
-        if _current_in_tx(conn, dialect) == HEAD_REVISION:
+        if _current_in_tx(driver, dialect) == HEAD_REVISION:
             return
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -136,11 +149,19 @@ def _upgrade(engine: Engine, dialect: Dialect) -> None:
         command.upgrade(cfg, "head")
         # The stamp commits with the migration, so a database at a revision always
         # carries that revision's stamp.
-        dialect.write_stamp(conn, schema_stamp(HEAD_REVISION, dialect.schema_description(conn)))
+        dialect.write_stamp(driver, schema_stamp(HEAD_REVISION, dialect.schema_description(driver)))
 
 
-def _current_in_tx(conn: Connection, dialect: Dialect) -> str | None:
+def _driver(conn: Connection) -> DBAPIConnection:
+    """The driver's connection under SQLAlchemy's: the same transaction."""
+    driver: DBAPIConnection | None = conn.connection.driver_connection
+    if driver is None:  # only an invalidated connection has none
+        raise RuntimeError("the migration's connection has no driver connection")
+    return driver
+
+
+def _current_in_tx(conn: DBAPIConnection, dialect: Dialect) -> str | None:
     schema = dialect.schema_description(conn)
     if not any(row[0] == "table" and row[1] == "alembic_version" for row in schema):
         return None
-    return _check(conn.execute(_VERSION_SQL).scalars().all(), dialect.read_stamp(conn), schema)
+    return _check(_versions(conn), dialect.read_stamp(conn), schema)

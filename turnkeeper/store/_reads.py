@@ -1,21 +1,24 @@
-"""Read queries on SQLAlchemy Core, each on a pooled connection of its own.
+"""Read queries, each on a pooled connection of its own.
 
-WAL lets these run next to the writer without blocking it. Driver errors are
-translated here so that no raw ``sqlite3`` exception reaches a caller.
+Fixed SQL on the driver's connection; SQLAlchemy Core (imported when used) only for
+repair's conditional rewrite. WAL lets these run next to the writer without blocking
+it. Driver errors are translated here so that no raw ``sqlite3`` exception reaches a
+caller.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeAlias, TypeVarTuple
-
-from sqlalchemy import Engine, Row, Select, func, select, update
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from typing import TYPE_CHECKING, TypeAlias, TypeVarTuple
 
 from turnkeeper.errors import DataLoss, TurnkeeperError
-from turnkeeper.store._dialect import Dialect, RowKey, SqlParams
-from turnkeeper.store._schema import events, projections
+from turnkeeper.store._dialect import Dialect, RowKey, SqlParams, is_sqlalchemy_error
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine, Row, Select
+
+    from turnkeeper.store._connections import Connections
 
 # A row as read, of any width, its columns not yet checked: a DBAPI driver's tuple (a
 # SQLAlchemy ``Row`` is one too). Whoever decodes it checks each column's type: a
@@ -31,27 +34,8 @@ def as_int(value: object) -> int:
     raise TypeError(f"a number column holds {value!r:.40}")
 
 
-EVENT_COLUMNS = (
-    events.c.stream_id,
-    events.c.seq,
-    events.c.type,
-    events.c.schema_version,
-    events.c.payload,
-    events.c.recorded_at,
-    events.c.checksum,
-)
-PROJECTION_COLUMNS = (
-    projections.c.stream_id,
-    projections.c.kind,
-    projections.c.head_seq,
-    projections.c.schema_version,
-    projections.c.state,
-    projections.c.checksum,
-)
-
-
 # The hot reads, as fixed SQL (see Reader.driver_rows); columns in the order of
-# EVENT_COLUMNS / PROJECTION_COLUMNS, which the row decoders unpack.
+# _schema.EVENT_COLUMNS / PROJECTION_COLUMNS, which the row decoders unpack.
 _EVENTS_SQL = (
     "SELECT stream_id, seq, type, schema_version, payload, recorded_at, checksum "
     "FROM events WHERE stream_id = ? AND seq > ?"
@@ -80,6 +64,16 @@ _PREFIX_SCAN = (
     "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
     " WHERE substr(entity_id, 1, ?) = ?"
 )
+# Verify's walk over every stream: projected ids in key order, a page at a time, and
+# the ids of events without a projection row.
+_STREAM_IDS_SQL = "SELECT stream_id FROM projections ORDER BY stream_id LIMIT ?"
+_STREAM_IDS_AFTER_SQL = (
+    "SELECT stream_id FROM projections WHERE stream_id > ? ORDER BY stream_id LIMIT ?"
+)
+_ORPHANS_SQL = (
+    "SELECT DISTINCT stream_id FROM events"
+    " WHERE stream_id NOT IN (SELECT stream_id FROM projections) ORDER BY stream_id"
+)
 _INDEX_PAGE_SQL = (
     "SELECT {row_key}, entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
     " WHERE {row_key} > ? ORDER BY {row_key} LIMIT ?"
@@ -87,9 +81,13 @@ _INDEX_PAGE_SQL = (
 
 
 class Reader:
-    def __init__(self, engine: Engine, dialect: Dialect) -> None:
-        self.engine = engine
+    def __init__(self, connections: Connections, dialect: Dialect) -> None:
+        self.connections = connections
         self.dialect = dialect
+
+    def engine(self) -> Engine:
+        """SQLAlchemy's engine on this database (on SQLite made on first use)."""
+        return self.connections.engine()
 
     @contextmanager
     def errors(self, **context: object) -> Iterator[None]:
@@ -98,12 +96,12 @@ class Reader:
             yield
         except TurnkeeperError:
             raise
-        except SQLAlchemyError as exc:
-            raise self.typed(exc, **context) from exc
         except UnicodeError as exc:
             raise self.typed(exc, **context) from exc
         except Exception as exc:
-            # Errors raised inside pool "connect" hooks can arrive unwrapped.
+            if is_sqlalchemy_error(exc):
+                raise self.typed(exc, **context) from exc
+            # The driver's own errors (plain connections, pool "connect" hooks).
             typed = self.dialect.translate(exc, **context)
             if typed is None:
                 raise
@@ -124,10 +122,12 @@ class Reader:
         return typed
 
     def rows(self, stmt: Select[*_Ts], **context: object) -> Sequence[Row[*_Ts]]:
+        from sqlalchemy.exc import DBAPIError
+
         with self.errors(**context):
             for attempt in range(2):
                 try:
-                    with self.engine.connect() as conn:
+                    with self.engine().connect() as conn:
                         return conn.execute(stmt).all()
                 except DBAPIError as exc:
                     # A pooled connection the server dropped (a restart): SQLAlchemy has
@@ -143,21 +143,21 @@ class Reader:
         through SQLAlchemy's statement layer costs ~160 µs a query against ~10 µs here.
         ``sql`` is written with ``?`` placeholders and adapted to the driver's style.
         """
+        sql = self.dialect.sql(sql)
         for attempt in range(2):
             try:
-                raw = self.engine.raw_connection()
+                raw = self.connections.raw_connection()
             except Exception as exc:
                 raise self.typed(exc, **context) from exc
             try:
-                cursor = raw.driver_connection.execute(self._adapt(sql), params)  # type: ignore[union-attr]
-                rows = list(cursor.fetchall())
+                rows = list(raw.driver_connection.execute(sql, params).fetchall())
             except Exception as exc:
                 if self.dialect.is_disconnect(exc):
                     # The server dropped this pooled connection (a restart; nothing is
                     # pinged before use, which would cost every read a round trip):
                     # discard it, and ask once more on a fresh one — a read is safe to.
                     raw.invalidate()
-                    self.engine.pool.dispose()  # its pool-mates died with it
+                    self.connections.discard_idle()  # its pool-mates died with it
                     if not attempt:
                         continue
                 else:
@@ -168,10 +168,6 @@ class Reader:
             raw.close()
             return rows
         raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _adapt(self, sql: str) -> str:
-        style = self.engine.dialect.paramstyle
-        return sql if style == "qmark" else sql.replace("?", "%s")
 
     def events(
         self, stream_id: str, after_seq: int, upto_seq: int | None = None, limit: int | None = None
@@ -214,14 +210,6 @@ class Reader:
         created_at, created_check)``."""
         return self.driver_rows(self._scan(_PROJECTION_SCAN), (), record="projection")
 
-    def projections_of_kind(self, kind: str) -> Sequence[AnyRow]:
-        stmt = (
-            select(*PROJECTION_COLUMNS)
-            .where(projections.c.kind == kind)
-            .order_by(projections.c.created_at, projections.c.stream_id)
-        )
-        return self.rows(stmt, kind=kind, record="projection")
-
     def created(self, stream_id: str) -> AnyRow | None:
         """``(created_at, created_check)`` of a stream's projection row."""
         rows = self.driver_rows(
@@ -242,20 +230,15 @@ class Reader:
     def stream_ids(self, after: str | None, limit: int) -> list[object]:
         """A page of projected stream ids in key order (keyset pagination); each a ``str``
         unless its record is damaged."""
-        stmt = select(projections.c.stream_id).order_by(projections.c.stream_id).limit(limit)
-        if after is not None:
-            stmt = stmt.where(projections.c.stream_id > after)
-        return [r[0] for r in self.rows(stmt, record="projection")]
+        if after is None:
+            rows = self.driver_rows(_STREAM_IDS_SQL, (limit,), record="projection")
+        else:
+            rows = self.driver_rows(_STREAM_IDS_AFTER_SQL, (after, limit), record="projection")
+        return [r[0] for r in rows]
 
     def orphan_stream_ids(self) -> list[object]:
         """Streams with events but no projection row (foreign keys make this corruption)."""
-        stmt = (
-            select(events.c.stream_id)
-            .distinct()
-            .where(events.c.stream_id.not_in(select(projections.c.stream_id)))
-            .order_by(events.c.stream_id)
-        )
-        return [r[0] for r in self.rows(stmt, record="event")]
+        return [r[0] for r in self.driver_rows(_ORPHANS_SQL, (), record="event")]
 
     def lookup(self, entity_id: str) -> AnyRow | None:
         """``(stream_id, entity_kind, checksum)`` of ``entity_id``, through its index."""
@@ -289,7 +272,12 @@ class Reader:
         created: tuple[int, str] | None = None,
     ) -> bool:
         """Overwrite a projection row unless it or its stream moved since ``old`` was read;
-        ``created`` puts back its creation time and check."""
+        ``created`` puts back its creation time and check. Repair alone writes so: on
+        SQLAlchemy Core, imported here."""
+        from sqlalchemy import func, select, update
+
+        from turnkeeper.store._schema import events, projections
+
         stream_id = old[0]
         events_head = (
             select(func.coalesce(func.max(events.c.seq), 0))
@@ -312,7 +300,7 @@ class Reader:
             stmt = stmt.values(created_at=created[0], created_check=created[1])
         with (
             self.errors(stream_id=stream_id, record="projection"),
-            self.engine.connect().execution_options(**self.dialect.write_options()) as conn,
+            self.engine().connect().execution_options(**self.dialect.write_options()) as conn,
             conn.begin(),
         ):
             return conn.execute(stmt).rowcount == 1

@@ -1,4 +1,6 @@
-"""SQLAlchemy Core description of the current schema, used by the read paths.
+"""SQLAlchemy Core description of the current schema, used by repair's rewrite.
+
+Imported only where SQLAlchemy is (the everyday reads are fixed SQL, _reads.py).
 
 The migrations in ``migrations/versions`` create these tables and must not
 import this module: a migration describes the schema as of its own revision.
@@ -44,4 +46,24 @@ entity_index = Table(
     Column("stream_id", String(200), ForeignKey("projections.stream_id"), nullable=False),
     Column("entity_kind", String(100), nullable=False),
     Column("checksum", String(64), nullable=False),
+)
+
+# The columns of the store's fixed SQL reads (_reads.py), in the order its row
+# decoders unpack them.
+EVENT_COLUMNS = (
+    events.c.stream_id,
+    events.c.seq,
+    events.c.type,
+    events.c.schema_version,
+    events.c.payload,
+    events.c.recorded_at,
+    events.c.checksum,
+)
+PROJECTION_COLUMNS = (
+    projections.c.stream_id,
+    projections.c.kind,
+    projections.c.head_seq,
+    projections.c.schema_version,
+    projections.c.state,
+    projections.c.checksum,
 )

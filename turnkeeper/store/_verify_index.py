@@ -36,7 +36,7 @@ _NAMED = 20  # damaged index rows named one by one; the rest are counted
 def structure_problems(reader: Reader) -> list[Mismatch]:
     """What SQLite's own integrity check finds, as one mismatch (empty: nothing)."""
     try:
-        with reader.errors(record="database"), reader.engine.connect() as conn:
+        with reader.errors(record="database"), reader.engine().connect() as conn:
             found = reader.dialect.integrity_problems(conn)
     except DataLoss as exc:
         found = [exc.message]

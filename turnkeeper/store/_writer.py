@@ -26,8 +26,6 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from sqlalchemy import PoolProxiedConnection
-
 from turnkeeper.errors import (
     AlreadyExists,
     DataLoss,
@@ -37,6 +35,7 @@ from turnkeeper.errors import (
     TurnkeeperError,
 )
 from turnkeeper.json_types import JsonDict
+from turnkeeper.store._connections import PooledConnection
 from turnkeeper.store._dialect import DBAPICursor, Dialect, SqlParams
 from turnkeeper.store._reads import as_int
 from turnkeeper.store._rows import EventColumns, index_from_row
@@ -102,12 +101,12 @@ class _RequestFailedError(Exception):
 class GroupCommitWriter:
     """Serializes appends onto one DBAPI connection, sharing commits between threads."""
 
-    def __init__(self, connect: Callable[[], PoolProxiedConnection], dialect: Dialect) -> None:
-        """``connect`` returns a pooled connection (SQLAlchemy's proxy) for the writer
-        to own: called now, and again after the database dropped the last one."""
+    def __init__(self, connect: Callable[[], PooledConnection], dialect: Dialect) -> None:
+        """``connect`` returns a pooled connection for the writer to own: called now,
+        and again after the database dropped the last one."""
         self._connect = connect
         self._dialect = dialect
-        self._proxy: PoolProxiedConnection | None = None
+        self._proxy: PooledConnection | None = None
         self._cur: DBAPICursor = self._open()
         q = dialect.sql
         self._sql = {
@@ -186,8 +185,8 @@ class GroupCommitWriter:
 
     def _open(self) -> DBAPICursor:
         self._proxy = proxy = self._connect()
-        # The driver's own connection (sqlite3's, psycopg's): SQLAlchemy leaves it untyped.
-        cur: DBAPICursor = proxy.driver_connection.cursor()  # type: ignore[union-attr]
+        # The driver's own connection (sqlite3's, psycopg's).
+        cur = proxy.driver_connection.cursor()
         self._dialect.prepare_writer(cur)
         self._durable = True  # a new connection commits durably until told otherwise
         return cur

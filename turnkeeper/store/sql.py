@@ -1,8 +1,9 @@
 """The SQL event store: SQLite today, PostgreSQL through the same code later.
 
 Appends go through :class:`~turnkeeper.store._writer.GroupCommitWriter` on a
-raw DBAPI connection (the hot path); reads, verify and repair use SQLAlchemy
-Core on pooled connections; the schema is owned by Alembic migrations.
+raw DBAPI connection (the hot path); reads run fixed SQL on pooled DBAPI
+connections (_connections.py); the schema is owned by Alembic migrations. On
+SQLite, SQLAlchemy and Alembic are imported only to migrate, verify or repair.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class SqlEventStore(EventStore):
         self, url_or_path: str | Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
     ) -> None:
         self._dialect: Dialect = dialect_for(url_or_path, busy_timeout_s)
-        self._engine = self._dialect.create_engine()
-        self._reader = Reader(self._engine, self._dialect)
+        self._connections = self._dialect.connections()
+        self._reader = Reader(self._connections, self._dialect)
         self._close_lock = threading.Lock()
         self._closed = False
         self._wakeups = self._dialect.wakeups()
@@ -76,10 +77,10 @@ class SqlEventStore(EventStore):
         try:
             with self._reader.errors(operation="open"):
                 self._dialect.check_file()
-                ensure_schema(self._engine, self._dialect)
-                self._writer = GroupCommitWriter(self._engine.raw_connection, self._dialect)
+                ensure_schema(self._connections, self._dialect)
+                self._writer = GroupCommitWriter(self._connections.raw_connection, self._dialect)
         except BaseException:
-            self._engine.dispose()
+            self._connections.dispose()
             raise
 
     @property
@@ -242,7 +243,10 @@ class SqlEventStore(EventStore):
             return datetime.now(UTC)
         with self._clock_lock:
             if time.monotonic() - self._offset_read_at > CLOCK_RESAMPLE_S:
-                with self._reader.errors(operation="clock"), self._engine.connect() as conn:
+                with (
+                    self._reader.errors(operation="clock"),
+                    self._reader.engine().connect() as conn,
+                ):
                     self._offset_us = self._dialect.clock_offset_us(conn)
                 self._offset_read_at = time.monotonic()
             offset = self._offset_us
@@ -269,7 +273,7 @@ class SqlEventStore(EventStore):
         finally:
             if self._wakeups is not None:
                 self._wakeups.close()
-            self._engine.dispose()
+            self._connections.dispose()
 
     def __enter__(self) -> SqlEventStore:
         return self
