@@ -125,6 +125,40 @@ def test_the_feed_hands_the_iterators_error_to_the_pump() -> None:
         feed.next(timeout=5)
 
 
+def test_a_feed_on_a_reused_thread_hands_its_iterators_error_to_the_pump() -> None:
+    def fine() -> Iterator[HostEvent]:
+        yield _event(1)
+
+    def broken() -> Iterator[HostEvent]:
+        yield _event(1)
+        raise RuntimeError("host stream broke")
+
+    first = EventFeed(fine(), "t1")
+    assert first.next(timeout=5) == _event(1)
+    assert first.next(timeout=5) is None
+    assert first.join()
+    second = EventFeed(broken(), "t2")
+    assert second.next(timeout=5) == _event(1)
+    with pytest.raises(RuntimeError, match="host stream broke"):
+        second.next(timeout=5)
+    assert second.join()
+    assert second.join()  # joined twice: still ended
+
+
+def test_joining_a_feed_still_reading_is_bounded() -> None:
+    release = threading.Event()
+
+    def slow() -> Iterator[HostEvent]:
+        release.wait(5)
+        yield _event(1)
+
+    feed = EventFeed(slow(), "t")
+    assert not feed.join(timeout=0.05)
+    release.set()
+    assert feed.next(timeout=5) == _event(1)
+    assert feed.join()
+
+
 # --- a real driver and store ------------------------------------------------------------------
 
 

@@ -72,6 +72,7 @@ from turnkeeper.hosts.launch import (
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
 from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
+from turnkeeper.hosts.worker_threads import TURN_THREADS
 from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
 
@@ -177,7 +178,7 @@ def spawn(
 
 
 class SubprocessRun:
-    """A running command. Three threads: stdin writer, output reader, monitor."""
+    """A running command, served by one thread (a reused one: hosts/worker_threads.py)."""
 
     def __init__(
         self,
@@ -211,9 +212,7 @@ class SubprocessRun:
         self._handle = request.host_session_handle
         self._result: JsonDict | None = None  # None: no result event (yet)
         self._marker_seen = False
-        threading.Thread(
-            target=self._serve, name=f"turnkeeper-host-{request.turn_id}", daemon=True
-        ).start()
+        TURN_THREADS.run(self._serve, f"turnkeeper-host-{request.turn_id}")
 
     # --- HostRun ------------------------------------------------------------------
 

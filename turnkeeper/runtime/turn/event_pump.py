@@ -25,6 +25,7 @@ from typing import Final
 from turnkeeper.host_reports import HostEvent
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.output_cap import TRUNCATED_KIND, OutputCap, carries_meaning
+from turnkeeper.hosts.worker_threads import TURN_THREADS
 
 # Events per journal commit at most (a chatty host).
 EVENT_BATCH: Final = 100
@@ -132,16 +133,20 @@ class EventFeed:
     """A host's event iterator read on a thread of its own, so its events can be
     waited for with a bound (:meth:`next`).
 
-    The thread lives exactly as long as the iterator, which ends when the host's
-    run ends (or its process tree is ended: the driver does so when the pump
-    fails). An error of the iterator is handed to the pump, never swallowed."""
+    The thread (one of the turns' reused threads, hosts/worker_threads.py) reads
+    exactly as long as the iterator, which ends when the host's run ends (or its
+    process tree is ended: the driver does so when the pump fails). An error of the
+    iterator is handed to the pump, never swallowed."""
 
     def __init__(self, events: Iterator[HostEvent], name: str) -> None:
         self._events = events
         self._queue: queue.SimpleQueue[HostEvent | _End] = queue.SimpleQueue()
         self._ended = False
-        self._thread = threading.Thread(target=self._read, name=f"events-{name}", daemon=True)
-        self._thread.start()
+        # Held while the reader reads: a lock, not an Event, as :meth:`join` is all
+        # that waits on it and a lock is the cheaper of the two to make each turn.
+        self._reading = threading.Lock()
+        self._reading.acquire()
+        TURN_THREADS.run(self._read, f"events-{name}")
 
     def _read(self) -> None:
         try:
@@ -151,6 +156,8 @@ class EventFeed:
             self._queue.put(_End(error))
         else:
             self._queue.put(_End())
+        finally:
+            self._reading.release()
 
     def next(self, timeout: float | None) -> HostEvent | _TimedOut | None:
         """The next event; ``TIMED_OUT`` when none came within ``timeout`` seconds
@@ -171,5 +178,7 @@ class EventFeed:
 
     def join(self, timeout: float = _READER_JOIN_SECONDS) -> bool:
         """Wait (bounded) for the reader to end; True if it did."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        if not self._reading.acquire(timeout=timeout):
+            return False
+        self._reading.release()  # a second join finds it ended too
+        return True
