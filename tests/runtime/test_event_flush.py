@@ -20,6 +20,7 @@ from tests.usage.project import wait_for
 from turnkeeper.errors import NotFound
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import Host, HostOutcome, HostStatus, KillReport, TurnRequest, process_tree
+from turnkeeper.hosts._events import EventLog
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import NextTurn, plan_next_turn
 from turnkeeper.runtime.control.controller import Controller, ControllerConfig
@@ -32,10 +33,13 @@ from turnkeeper.runtime.turn.event_pump import (
     TIMED_OUT,
     EventBatcher,
     EventFeed,
+    PolledFeed,
+    feed_of,
 )
 from turnkeeper.runtime.turn.planning import goal_view
 from turnkeeper.store import open_store
 from turnkeeper.store.base import EventStore
+from turnkeeper.vocabulary import TurnKind
 
 
 class FakeClock:
@@ -159,6 +163,50 @@ def test_joining_a_feed_still_reading_is_bounded() -> None:
     assert feed.join()
 
 
+def test_a_run_that_waits_for_its_events_itself_is_read_without_a_thread() -> None:
+    release = threading.Event()
+    request = TurnRequest(
+        turn_id="turn-p",
+        session_id="s",
+        generation=1,
+        attempt=1,
+        kind=TurnKind.START,
+        instructions="",
+        workspace=Path("."),
+    )
+    assert isinstance(feed_of(PolledSilentRun(request, release), 0, "t"), PolledFeed)
+    assert isinstance(feed_of(SilentRun(request, release), 0, "t"), EventFeed)
+    feed = feed_of(PolledSilentRun(request, release), 0, "t")
+    assert [feed.next(timeout=5), feed.next(timeout=5)] == [
+        HostEvent(seq=1, kind="session.bound", data={"handle": "silent-1"}),
+        HostEvent(seq=2, kind="message", data={"text": "thinking about it"}),
+    ]
+    assert feed.next(timeout=0.05) is TIMED_OUT
+    release.set()
+    assert feed.next(timeout=5) == HostEvent(seq=3, kind="result", data={"summary": "done"})
+    assert feed.next(timeout=5) is None
+    assert feed.next(timeout=5) is None  # stays ended
+    assert feed.join()
+
+
+def test_the_event_log_wait_is_bounded_and_ends_with_the_log() -> None:
+    log = EventLog()
+    started = time.monotonic()
+    assert log.wait_after(0, timeout=0.1) == []
+    assert 0.05 < time.monotonic() - started < 2.0
+    log.append("output", {"text": "a"})
+    log.append("output", {"text": "b"})
+    assert [e.seq for e in log.wait_after(0, timeout=0) or []] == [1, 2]
+    assert [e.seq for e in log.wait_after(1, timeout=None) or []] == [2]
+    late = threading.Timer(0.05, lambda: log.append("output", {"text": "c"}))
+    late.start()
+    assert [e.seq for e in log.wait_after(2, timeout=5) or []] == [3]  # woken by it
+    late.join()
+    threading.Timer(0.05, log.close).start()
+    assert log.wait_after(3, timeout=None) is None  # woken by the close
+    assert [e.seq for e in log.wait_after(2, timeout=None) or []] == [3]  # still readable
+
+
 # --- a real driver and store ------------------------------------------------------------------
 
 
@@ -196,14 +244,33 @@ class SilentRun:
         return not self._release.is_set()
 
 
+class PolledSilentRun(SilentRun):
+    """The same run offering the bounded wait itself, as the ``subprocess`` host
+    does: the driver reads it on its own thread (a :class:`PolledFeed`)."""
+
+    def next_events(self, after_seq: int, timeout: float | None) -> list[HostEvent] | None:
+        first = [
+            HostEvent(seq=1, kind="session.bound", data={"handle": "silent-1"}),
+            HostEvent(seq=2, kind="message", data={"text": "thinking about it"}),
+        ]
+        if after_seq < 2:
+            return first[after_seq:]
+        if after_seq == 2:
+            if not self._release.wait(30 if timeout is None else timeout):
+                return []
+            return [HostEvent(seq=3, kind="result", data={"summary": "done"})]
+        return None
+
+
 class SilentHost:
     kind = "silent"
 
-    def __init__(self) -> None:
+    def __init__(self, polled: bool = False) -> None:
         self.release = threading.Event()
+        self._run = PolledSilentRun if polled else SilentRun
 
     def start(self, request: TurnRequest) -> SilentRun:
-        return SilentRun(request, self.release)
+        return self._run(request, self.release)
 
 
 def _journaled(store: EventStore, sid: str) -> list[tuple[int, str]]:
@@ -222,12 +289,13 @@ def store(tmp_path: Path) -> Iterator[EventStore]:
         opened.close()
 
 
+@pytest.mark.parametrize("polled", [False, True], ids=["feed-thread", "polled"])
 def test_a_silent_hosts_last_line_is_journaled_while_it_is_silent(
-    store: EventStore, tmp_path: Path
+    store: EventStore, tmp_path: Path, polled: bool
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    host = SilentHost()
+    host = SilentHost(polled)
 
     def loader(kind: str, config: dict[str, Any]) -> Host:
         if kind != host.kind:

@@ -83,6 +83,20 @@ class EventLog:
         with self._cond:
             return self._cap.dropped_events
 
+    def wait_after(self, after_seq: int, timeout: float | None) -> list[HostEvent] | None:
+        """The events with ``seq > after_seq``, waiting at most ``timeout`` seconds
+        (None: however long) for one to come: ``[]`` when none came in time, None once
+        the log is closed and every event was read. For a reader that bounds its wait
+        on its own thread, instead of following :meth:`iter` on one of its own."""
+        index = max(after_seq, 0)  # seq n lives at index n - 1
+        with self._cond:
+            if index >= len(self._events) and not self._closed:
+                self._cond.wait_for(
+                    lambda: index < len(self._events) or self._closed, timeout=timeout
+                )
+            batch = self._events[index:]
+            return None if not batch and self._closed else batch
+
     def iter(self, after_seq: int = 0, *, follow: bool = True) -> Iterator[HostEvent]:
         index = max(after_seq, 0)  # seq n lives at index n - 1
         while True:

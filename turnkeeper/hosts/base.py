@@ -176,6 +176,18 @@ class HostRun(Protocol):
     def is_alive(self) -> bool: ...
 
 
+class WaitsForEvents(Protocol):
+    """A run whose events its reader can wait for with a bound on the reader's own
+    thread (a :class:`HostRun` may also offer this; the driver then needs no thread
+    to follow :meth:`HostRun.events`)."""
+
+    def next_events(self, after_seq: int, timeout: float | None) -> list[HostEvent] | None:
+        """The events with ``seq > after_seq``, in order, waiting at most ``timeout``
+        seconds (None: however long) for one: ``[]`` when none came in time, None once
+        the run has finished and every event was read."""
+        ...
+
+
 @runtime_checkable
 class Host(Protocol):
     """An adapter that runs turns. Loaded by :func:`turnkeeper.hosts.load_host`."""

@@ -223,6 +223,11 @@ class SubprocessRun:
     def events(self, after_seq: int = 0, *, follow: bool = True) -> Iterator[HostEvent]:
         return self._log.iter(after_seq, follow=follow)
 
+    def next_events(self, after_seq: int, timeout: float | None) -> list[HostEvent] | None:
+        """The events after ``after_seq`` (see ``WaitsForEvents``): the driver waits
+        on the log itself, with no thread of its own to follow :meth:`events`."""
+        return self._log.wait_after(after_seq, timeout)
+
     def wait(self, timeout: float | None = None) -> HostOutcome:
         if not self._done.wait(timeout):
             raise Unavailable(
@@ -392,8 +397,11 @@ class SubprocessRun:
         if self._contained is not None:
             outcome = outcome.model_copy(update={"containment": self._contained.kind})
         self._outcome = outcome
-        self._log.close()
+        # Done before the log closes: the driver, woken by the close as the last
+        # reader of the events, finds the outcome ready instead of waiting again for
+        # it. Every event is in the log already (sealed above).
         self._done.set()
+        self._log.close()
 
     def _turn_result(self, succeeded: bool) -> JsonDict:
         """The result event's data as reported; without one, on a turn that succeeded

@@ -61,7 +61,7 @@ from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult, p
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.turn.commits import TurnCommits
 from turnkeeper.runtime.turn.effects import EffectRunner, EffectsSummary
-from turnkeeper.runtime.turn.event_pump import TIMED_OUT, CappedEvents, EventBatcher, EventFeed
+from turnkeeper.runtime.turn.event_pump import TIMED_OUT, CappedEvents, EventBatcher, feed_of
 from turnkeeper.runtime.turn.host_receipts import (
     artifact_digest,
     artifact_path,
@@ -325,7 +325,7 @@ class TurnDriver:
 
         self._watch("host_started", sid, envelope)
         with self.lease_keeper.keeping(sid):
-            feed = EventFeed(run.events(after_seq=after_seq), envelope.turn_id)
+            feed = feed_of(run, after_seq, envelope.turn_id)
             while (item := feed.next(timeout=batch.wait_seconds())) is not None:
                 if item is TIMED_OUT:
                     journal(batch.take())

@@ -9,7 +9,9 @@ chatty host still costs one cheap commit per hundred events, never one per event
 The time bound must hold while the host is silent, so the pump cannot block on
 the host's event iterator: :class:`EventFeed` reads the iterator on a thread of its
 own into a queue, and the pump waits on the queue no longer than the oldest
-unjournaled event may wait (:meth:`EventBatcher.wait_seconds`). What is journaled at
+unjournaled event may wait (:meth:`EventBatcher.wait_seconds`). A run that offers
+that bounded wait itself (``WaitsForEvents``: the ``subprocess`` host's) is read by
+a :class:`PolledFeed` on the pump's own thread, with no thread between them. What is journaled at
 all stays within the turn's output limits (:class:`CappedEvents`).
 """
 
@@ -18,12 +20,13 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol, cast
 
 from turnkeeper.host_reports import HostEvent
-from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.hosts.base import HostRun, TurnLimits, WaitsForEvents
 from turnkeeper.hosts.output_cap import TRUNCATED_KIND, OutputCap, carries_meaning
 from turnkeeper.hosts.worker_threads import TURN_THREADS
 
@@ -182,3 +185,50 @@ class EventFeed:
             return False
         self._reading.release()  # a second join finds it ended too
         return True
+
+
+class PolledFeed:
+    """A run's events waited for on the pump's own thread (``WaitsForEvents``), with
+    the same bounded :meth:`next` as :class:`EventFeed` and no thread of its own."""
+
+    def __init__(self, run: WaitsForEvents, after_seq: int) -> None:
+        self._run = run
+        self._read = after_seq  # the last seq taken from the run
+        self._ready: deque[HostEvent] = deque()
+        self._ended = False
+
+    def next(self, timeout: float | None) -> HostEvent | _TimedOut | None:
+        """As :meth:`EventFeed.next`."""
+        if self._ready:
+            return self._ready.popleft()
+        if self._ended:
+            return None
+        batch = self._run.next_events(self._read, timeout)
+        if batch is None:
+            self._ended = True
+            return None
+        if not batch:
+            return TIMED_OUT
+        self._read = batch[-1].seq
+        self._ready.extend(batch)
+        return self._ready.popleft()
+
+    def join(self, timeout: float = _READER_JOIN_SECONDS) -> bool:
+        """Nothing to wait for: no thread reads for this feed."""
+        return True
+
+
+class Feed(Protocol):
+    def next(self, timeout: float | None) -> HostEvent | _TimedOut | None: ...
+
+    def join(self, timeout: float = _READER_JOIN_SECONDS) -> bool: ...
+
+
+def feed_of(run: HostRun, after_seq: int, name: str) -> Feed:
+    """The feed of ``run``'s events after ``after_seq``: waited for on the caller's
+    thread when the run offers a bounded wait, else read on a thread (``name``)."""
+    # An attribute look-up, not ``isinstance`` on the protocol: that checks every
+    # member by reflection, on every turn.
+    if callable(getattr(run, "next_events", None)):
+        return PolledFeed(cast(WaitsForEvents, run), after_seq)
+    return EventFeed(run.events(after_seq=after_seq), name)
