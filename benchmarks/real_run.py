@@ -59,10 +59,13 @@ def turnkeeper_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "turnkeeper.cli.main"]
 
 
-def user_env() -> dict[str, str]:
-    """A user's shell: no ``TURNKEEPER_*`` settings, a git identity."""
+def user_env(code: Path | None = None) -> dict[str, str]:
+    """A user's shell: no ``TURNKEEPER_*`` settings, a git identity; ``code``: the
+    directory holding the ``turnkeeper`` package that runs (``PYTHONPATH``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
     env.update(GIT_IDENTITY)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     return env
 
 
@@ -227,9 +230,10 @@ class RunProcess:
         timed: bool = True,
         profile: str | None = None,
         sample_every_s: float = 0.1,
+        code: Path | None = None,
     ) -> None:
         """``profile``: the name of a first profiled phase, py-spy attached from the
-        start (see :meth:`profile`)."""
+        start (see :meth:`profile`); ``code``: which ``turnkeeper`` runs (:func:`user_env`)."""
         self._time_file = logs.with_suffix(".time")
         self._out = logs.with_suffix(".out")
         self._err = logs.with_suffix(".err")
@@ -243,7 +247,7 @@ class RunProcess:
         self.proc = subprocess.Popen(
             command,
             cwd=root,
-            env=user_env(),
+            env=user_env(code),
             stdin=subprocess.DEVNULL,
             stdout=self._files[0],
             stderr=self._files[1],

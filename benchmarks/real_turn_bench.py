@@ -18,6 +18,11 @@ every round), medians over the rounds:
 (c) two bare fsync'd sqlite3 commits (``peers.BareCommit``): the floor of a turn
     that records its intent before the host runs and its outcome after.
 
+With ``--before COMMIT`` (or a directory holding a ``turnkeeper/`` package), every round
+also runs (r) on that commit's code, exported with ``git archive``, and this code runs
+through ``PYTHONPATH`` too, so the two differ in nothing but the code: the controller's
+CPU per turn of both and their ratio, per round and as the median of those ratios.
+
 Then one more run, five times as long, under ``py-spy record -f raw --threads
 --gil`` says where the controller's CPU goes in its steady turns, by turnkeeper
 function; and the turns' own event timestamps say where their wall time goes
@@ -50,6 +55,7 @@ from benchmarks._common import (
     run_in_directory,
     timed,
 )
+from benchmarks.commands_bench import code_of, this_code
 from benchmarks.peers import BareCommit
 from benchmarks.pyspy_summary import render_pyspy, summarise
 from benchmarks.real_run import (
@@ -68,14 +74,16 @@ from benchmarks.turn_log import read_turns, steady_window, steps_in
 TARGET_CPU_MS = 2.0
 TARGET_OVERHEAD_MS = 5.0
 PROFILE_RUN_FACTOR = 5  # the profiled run's turns, in measured runs
-REAL, SPAWN, IN_PROCESS, TWO_COMMITS = (
+REAL, SPAWN, IN_PROCESS, TWO_COMMITS, BEFORE = (
     "real_turn",
     "bare_spawn_true",
     "in_process_turn",
     "two_commits",
+    "real_turn_before",
 )
 LABELS = {
     REAL: "(r) real turn: turnkeeper run, host `true`, wall per turn",
+    BEFORE: "(r) on the --before code",
     SPAWN: '(s) subprocess.run(["true"]) from Python',
     IN_PROCESS: "(t) in-process turn (turn_bench: no-op host, git workspace)",
     TWO_COMMITS: "(c) two bare fsync'd sqlite3 commits",
@@ -88,6 +96,7 @@ class Settings:
     turns_per_run: int
     ops_per_round: int  # of (s), (t) and (c)
     profile: bool = True
+    before: str | None = None  # a commit, or a directory holding a turnkeeper/ package
 
 
 FULL = Settings(rounds=5, turns_per_run=300, ops_per_round=200)
@@ -106,6 +115,7 @@ class Round:
     run_wall_s: float = 0.0  # the whole run process, start-up included (GNU time)
     max_rss_mib: float = 0.0
     steps_ms: dict[str, float] = field(default_factory=dict)  # see turn_log.steps_in
+    before_cpu_ms_per_turn: float | None = None  # (r) on the --before code
 
 
 @dataclass
@@ -123,13 +133,19 @@ class Results:
     in_process_vs_two_commits: list[float] = field(default_factory=list)
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: dict[str, Any] | None = None
+    # With --before: that code's controller CPU per turn (median of the rounds), and
+    # this code's over it, per round and their median.
+    before_controller_cpu_ms_per_turn: float | None = None
+    cpu_ratio_to_before: list[float] = field(default_factory=list)
+    cpu_ratio_to_before_median: float | None = None
 
 
 class RealTurns:
     """The real turn's project; each :meth:`measure` is one ``turnkeeper run``."""
 
-    def __init__(self, work: Path, say: Say) -> None:
+    def __init__(self, work: Path, say: Say, code: Path | None = None) -> None:
         self.work = work
+        self.code = code  # the turnkeeper package's directory that runs (None: installed)
         self.project: Project = make_project(work, 1, ["true"], say)
         self.runs = 0
         self.profiles: dict[str, Path] = {}  # the last run's py-spy output, by phase
@@ -139,7 +155,8 @@ class RealTurns:
         self.runs += 1
         args = ["--json", "--max-turns", str(turns), "--idle-turns", "1000000"]
         logs = self.work / f"run-{self.runs}"
-        run = RunProcess(self.project.root, args, logs, profile="first_round" if profile else None)
+        profiled = "first_round" if profile else None
+        run = RunProcess(self.project.root, args, logs, profile=profiled, code=self.code)
         if profile:
             profile_phases(run, self.project.database, 1, 60 + turns)
         outcome = finished(run.wait(timeout_s=60 + turns), run, turns)
@@ -158,6 +175,15 @@ class RealTurns:
         return window.seconds * 1000 / window.turns
 
 
+def _measure_before(earlier: RealTurns, turns: int, into: Round) -> float:
+    """(r) on the --before code: its wall ms per turn; its CPU per turn into ``into``
+    beside this code's (the rest of the round's figures are this code's)."""
+    mine = Round()
+    wall = earlier.measure(turns, mine)
+    into.before_cpu_ms_per_turn = mine.controller_cpu_ms_per_turn
+    return wall
+
+
 def _spawn_true() -> None:
     subprocess.run(["true"], check=True)
 
@@ -170,7 +196,9 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
     def body(work: Path) -> Results:
         info = announce_machine(work, say)
         res = Results(machine=info, settings=asdict(settings))
-        real = RealTurns(work / "real", say)
+        before = code_of(settings.before, work) if settings.before else None
+        # Beside another code, this one runs through PYTHONPATH as well.
+        real = RealTurns(work / "real", say, this_code() if before else None)
         (work / "inproc").mkdir()
         in_process = TurnPeer(work / "inproc", TURN, git=True)
         bare = BareCommit(work)
@@ -182,6 +210,10 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
             IN_PROCESS: lambda _: statistics.median(in_process.samples(n)) / 1000,
             TWO_COMMITS: lambda _: statistics.median(_pairs(bare.samples(2 * n))) / 1000,
         }
+        if before is not None:
+            say(f"--before: {before}")
+            earlier = RealTurns(work / "before", say, before)
+            measures[BEFORE] = lambda r: _measure_before(earlier, settings.turns_per_run, r)
         names = list(measures)
         try:
             for i in range(settings.rounds):
@@ -194,6 +226,10 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                 res.in_process_vs_two_commits.append(
                     now.wall_ms[IN_PROCESS] / now.wall_ms[TWO_COMMITS]
                 )
+                if now.before_cpu_ms_per_turn:
+                    res.cpu_ratio_to_before.append(
+                        now.controller_cpu_ms_per_turn / now.before_cpu_ms_per_turn
+                    )
                 say(
                     f"round {i + 1}/{settings.rounds} (load {load_average()[0]}): "
                     + ", ".join(f"{k} {v:.2f} ms" for k, v in now.wall_ms.items())
@@ -222,6 +258,11 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
             r.children_cpu_ms_per_turn for r in res.rounds
         )
         res.wall_overhead_ms = statistics.median(res.round_overhead_ms)
+        if res.cpu_ratio_to_before:
+            res.before_controller_cpu_ms_per_turn = statistics.median(
+                r.before_cpu_ms_per_turn or 0.0 for r in res.rounds
+            )
+            res.cpu_ratio_to_before_median = statistics.median(res.cpu_ratio_to_before)
         for step in res.rounds[0].steps_ms:
             res.steps_ms[step] = statistics.median(r.steps_ms.get(step, 0.0) for r in res.rounds)
         res.machine["loadavg_end"] = load_average()
@@ -240,7 +281,8 @@ def render(res: Results, console: Console) -> None:
     table = Table(title=f"one real turn vs its parts (medians of {len(res.rounds)} rounds)")
     add_columns(table, "measurement", "wall ms")
     for name, label in LABELS.items():
-        table.add_row(label, f"{res.median_ms[name]:.3f}")
+        if name in res.median_ms:  # (r) on the --before code only with --before
+            table.add_row(label, f"{res.median_ms[name]:.3f}")
     table.add_row(
         "wall overhead per turn: (r) - (s), per-round median", f"{res.wall_overhead_ms:.2f}"
     )
@@ -252,6 +294,16 @@ def render(res: Results, console: Console) -> None:
     table.add_row(
         "its reaped children's CPU per turn (host, git)", f"{res.children_cpu_ms_per_turn:.2f}"
     )
+    if res.cpu_ratio_to_before_median is not None:
+        table.add_row(
+            "the --before code's controller CPU per turn",
+            f"{res.before_controller_cpu_ms_per_turn:.2f}",
+        )
+        per_round = ", ".join(f"{r:.2f}" for r in res.cpu_ratio_to_before)
+        table.add_row(
+            f"controller CPU, this code / --before (per round: {per_round})",
+            f"{res.cpu_ratio_to_before_median:.2f}x",
+        )
     console.print(table)
     steps = Table(title="where a real turn's wall time goes (its events' own timestamps)")
     add_columns(steps, "from one event to the next", "median ms")
@@ -267,10 +319,15 @@ def render(res: Results, console: Console) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = benchmark_arguments(__doc__, "fewer rounds (a minute)")
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy run")
+    parser.add_argument(
+        "--before", help="also run the real turn on this commit's code (or a directory's)"
+    )
     args = parser.parse_args(argv)
     settings = chosen_settings(args, FULL, QUICK, SMOKE)
     if args.no_profile:
         settings = replace(settings, profile=False)
+    if args.before:
+        settings = replace(settings, before=args.before)
     return run_and_print(args, settings, run, render)
 
 
