@@ -145,3 +145,5 @@ def test_everyday_commands_never_import_sqlalchemy(args: tuple[str, ...], tmp_pa
     modules = _imported(*args, cwd=tmp_path)
     assert "turnkeeper.store.sql" in modules  # the command did open the store
     assert _among(modules, ("sqlalchemy", "alembic")) == []
+    # Nor verify's and repair's code, which only they run.
+    assert _among(modules, ("turnkeeper.store._verify", "turnkeeper.store._verify_index")) == []

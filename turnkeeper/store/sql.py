@@ -16,7 +16,6 @@ from pathlib import Path
 from types import TracebackType
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
-from turnkeeper.store import _verify
 from turnkeeper.store._checksum import (
     created_checksum,
     event_checksum,
@@ -228,11 +227,17 @@ class SqlEventStore(EventStore):
 
     # -- integrity ---------------------------------------------------------------------
 
+    # verify and repair are imported by the commands that run them: ~15 ms of import
+    # that every other command (status, a turn) would pay for nothing.
     def verify(self, folder: ProjectionFolder) -> VerifyReport:
+        from turnkeeper.store import _verify
+
         self._check_open()
         return _verify.verify(self._reader, folder)
 
     def repair(self, folder: ProjectionFolder) -> RepairReport:
+        from turnkeeper.store import _verify
+
         self._check_open()
         return _verify.repair(self._reader, folder)
 
