@@ -147,7 +147,7 @@ def test_a_proposal_may_name_the_evidence_recorded_by_the_same_result(tmp_path: 
         }
     )  # fmt: skip
     goal, envelope = _goal(), _envelope()
-    prepared = prepare_write_back(goal, envelope, workspace, result)
+    prepared = prepare_write_back(lambda: goal, envelope, workspace, result)
     assert prepared.evidence_ids == [f"ev-{TURN}-0", f"ev-{TURN}-1"]
     assert isinstance(prepared.proposals[-1][1], SatisfyCriterion)
     events, verdict = decide_write_back(goal, prepared, envelope, NOW)

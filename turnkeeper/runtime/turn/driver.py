@@ -36,6 +36,7 @@ from turnkeeper.hosts import (
     load_host,
 )
 from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.proposals import ClaimTodo
 from turnkeeper.kernel.session import (
     HostRecoveryRecord,
@@ -418,7 +419,7 @@ class TurnDriver:
             # Nothing runs outside the database: receipt, write-back and completion
             # are one atomic commit, the second and last fsync of the turn.
             prepared = prepare_write_back(
-                self._goals.load(session.goal_id), envelope, Path(session.workspace), parsed
+                self._goal_reader(session), envelope, Path(session.workspace), parsed
             )
             self._commits.outcome(
                 session,
@@ -441,6 +442,9 @@ class TurnDriver:
             turn_id=envelope.turn_id, succeeded=isinstance(receipt, ReceiptSuccess), outcome=outcome
         )
 
+    def _goal_reader(self, session: SessionState) -> Callable[[], GoalState]:
+        return lambda: self._goals.load(session.goal_id)
+
     def complete_from_receipt(
         self,
         session: SessionState,
@@ -461,9 +465,8 @@ class TurnDriver:
                 refusal = error
         in_flight = session.in_flight
         if in_flight is not None and in_flight.phase == "receipt":
-            goal = self._goals.load(session.goal_id)
             prepared: PreparedWriteBack = (
-                prepare_write_back(goal, envelope, workspace, parsed)
+                prepare_write_back(self._goal_reader(session), envelope, workspace, parsed)
                 if parsed is not None
                 else refused_write_back(envelope, refusal or MalformedResult([]))
             )

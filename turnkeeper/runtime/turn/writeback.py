@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -84,14 +85,22 @@ def needs_outside_work(result: AgentResult) -> bool:
 
 
 def prepare_write_back(
-    goal: GoalState, envelope: TurnEnvelope, workspace: Path, result: AgentResult
+    goal: Callable[[], GoalState], envelope: TurnEnvelope, workspace: Path, result: AgentResult
 ) -> PreparedWriteBack:
+    """Run the result's evidence checks and list its proposals in order.
+
+    ``goal`` is read only when the result names evidence (its recorded evidence says
+    which checks a write-back redone after a crash need not run again): the proposals
+    themselves are decided later, in the commit, on the state its append lands on, so
+    a result without evidence costs no goal read here.
+    """
     prepared = PreparedWriteBack(todo_done=result.todo_done)
+    recorded = goal().evidence if result.evidence else {}
     for n, item in enumerate(result.evidence):
         eid = evidence_id(envelope.turn_id, n)
         pid = f"{envelope.turn_id}:evidence:{n}"
         prepared.evidence_ids.append(eid)
-        if eid in goal.evidence:  # written back before a crash: the check does not run again
+        if eid in recorded:  # written back before a crash: the check does not run again
             continue
         exit_code, digest = _run_check(item.command, workspace)
         try:
