@@ -3,7 +3,6 @@ the threads are bounded by the jobs running at once and end when idle."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -96,21 +95,23 @@ def test_a_job_handed_over_as_the_idle_time_ends_still_runs() -> None:
     _until(lambda: pool.counts() == (0, 0), "the threads to end")
 
 
-def test_an_escaping_error_is_logged_and_the_thread_serves_on(
-    caplog: pytest.LogCaptureFixture,
+def test_an_escaping_error_reaches_threadings_hook_and_the_pool_serves_on(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A job's error that escapes it is a bug: it goes to ``threading.excepthook`` as
+    from a thread of its own (never swallowed), that thread leaves the pool, and the
+    next job still runs at once."""
     pool = WorkerThreads("idle", idle_seconds=WAIT_S)
-    failed = threading.Event()
+    hooked: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
 
     def broken() -> None:
-        failed.set()
         raise RuntimeError("a bug in a job")
 
-    with caplog.at_level(logging.ERROR, logger="turnkeeper.hosts.worker_threads"):
-        pool.run(broken, "turn-broken")
-        assert failed.wait(WAIT_S)
-        _until(lambda: pool.counts() == (1, 1), "the thread to idle")
-    assert "turn-broken: a job failed" in caplog.text
-    assert "a bug in a job" in caplog.text
+    pool.run(broken, "turn-broken")
+    _until(lambda: len(hooked) == 1 and pool.counts() == (0, 0), "the thread to end")
+    assert isinstance(hooked[0].exc_value, RuntimeError)
+    assert str(hooked[0].exc_value) == "a bug in a job"
+    assert hooked[0].thread is not None and hooked[0].thread.name == "turn-broken"
     _run_and_wait(pool)
     assert pool.counts()[0] == 1

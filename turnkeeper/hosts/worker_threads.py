@@ -17,12 +17,9 @@ that shrinks gives its threads back.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Final
-
-log = logging.getLogger(__name__)
 
 # How long a thread without a job waits for the next before it ends.
 IDLE_SECONDS: Final = 10.0
@@ -47,21 +44,27 @@ class _Worker:
         self._job, self._name = job, name
         self._wake.release()
 
+    def _take_job(self) -> Job | None:
+        job, self._job = self._job, None
+        return job
+
     def _run(self) -> None:
-        while True:
-            job, self._job = self._job, None
-            assert job is not None
+        # One job an iteration; the loop ends when the pool keeps the thread idle for
+        # ``idle_seconds`` with no job handed over (park returns False).
+        job = self._take_job()
+        while job is not None:
             self.thread.name = self._name  # the turn's name, while it serves the turn
             try:
                 job()
             except BaseException:
                 # A job hands its own errors to whoever waits on it (the pump, the
-                # run's outcome); one that escapes is a bug: reported as an uncaught
-                # thread error would be, and the thread stays of use.
-                log.exception("%s: a job failed", self._name)
+                # run's outcome): one that escapes is a bug. The thread leaves the
+                # pool and the error goes on to threading's excepthook, as from a
+                # thread started for the job alone.
+                self._pool.thread_failed()
+                raise
             self.thread.name = self._pool.idle_name
-            if not self._pool.park(self):
-                return
+            job = self._take_job() if self._pool.park(self) else None
 
     def wait_for_job(self, timeout: float | None) -> bool:
         """Wait for :meth:`give` (at most ``timeout`` seconds; None: however long)."""
@@ -110,6 +113,11 @@ class WorkerThreads:
         # ``run`` took the worker from the pool as the wait ended: its job is being
         # handed over, so this wait is short.
         return worker.wait_for_job(None)
+
+    def thread_failed(self) -> None:
+        """A worker's thread ends with its job's error (it was running, so not idle)."""
+        with self._lock:
+            self._threads -= 1
 
     def counts(self) -> tuple[int, int]:
         """(threads alive, of them idle) now."""
