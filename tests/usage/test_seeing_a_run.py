@@ -163,3 +163,34 @@ def test_run_json_lines_all_parse_with_sessions_at_once(user_project: UserProjec
     assert sorted(error["details"]["candidates"]) == turn_ids
     missing = user_project.tk("turn", "show", "turn-nosuchturn", expect=4)
     assert "NOT_FOUND" in missing.stderr and "turn_not_found" in missing.stderr
+
+
+def test_run_lines_to_a_pipe_are_one_record_each_and_show_escapes(
+    user_project: UserProject,
+) -> None:
+    # What ``turnkeeper run > run.log`` writes: no terminal, so plain lines, written as
+    # they are: a long agent message stays on its line (no wrap at 80 columns), its
+    # escape sequence shows as text and its markup is printed as typed.
+    long_words = " ".join(f"word{i}" for i in range(40))
+    hostile = "\x1b[31mred\x1b[0m [bold]not bold[/bold]"
+    lines = [_message(long_words), _message(hostile), RESULT]
+    script = "#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines)
+    sids = [
+        _session(user_project, name, [f"{name}1"], {
+            "command": [str(user_project.agent(f"talker-{name}", script))],
+            "event_format": "jsonl",
+        })
+        for name in ("a", "b")
+    ]  # fmt: skip
+    done = user_project.tk("run", timeout=120)
+
+    out = done.stdout
+    assert "\x1b" not in out, repr(out)
+    progress = [line for line in out.splitlines() if line.startswith("> ")]
+    for sid in sids:
+        assert any(sid[:8] in line for line in progress), out
+    said = [line for line in progress if "word0" in line]
+    assert len(said) == 2 and all(long_words in line for line in said), out
+    shown = [line for line in progress if "not bold" in line]
+    assert len(shown) == 2, out
+    assert all("\\x1b[31mred\\x1b[0m [bold]not bold[/bold]" in line for line in shown), out
