@@ -11,6 +11,8 @@ every round), medians over the rounds:
     time). Its steady window (the first turn and the process's start-up left out)
     gives the wall time per turn, from the turns' own timestamps, and the
     controller's own CPU per turn, from ``/proc/<pid>/stat`` sampled while it runs;
+(l) the same run with no ``--json``, its progress lines going to a file, as
+    ``turnkeeper run > run.log`` writes them: its controller CPU per turn beside (r)'s;
 (s) ``subprocess.run(["true"])`` from Python: what the host costs bare. The wall
     overhead of a turn is (r) minus (s);
 (t) the in-process turn of ``turn_bench`` (its :class:`~benchmarks.turn_bench.TurnPeer`:
@@ -74,16 +76,20 @@ from benchmarks.turn_log import read_turns, steady_window, steps_in
 TARGET_CPU_MS = 2.0
 TARGET_OVERHEAD_MS = 5.0
 PROFILE_RUN_FACTOR = 5  # the profiled run's turns, in measured runs
-REAL, SPAWN, IN_PROCESS, TWO_COMMITS, BEFORE = (
+REAL, LINES, SPAWN, IN_PROCESS, TWO_COMMITS, BEFORE, BEFORE_LINES = (
     "real_turn",
+    "real_turn_lines",
     "bare_spawn_true",
     "in_process_turn",
     "two_commits",
     "real_turn_before",
+    "real_turn_lines_before",
 )
 LABELS = {
     REAL: "(r) real turn: turnkeeper run, host `true`, wall per turn",
     BEFORE: "(r) on the --before code",
+    LINES: "(l) the same, progress lines to a file (no --json)",
+    BEFORE_LINES: "(l) on the --before code",
     SPAWN: '(s) subprocess.run(["true"]) from Python',
     IN_PROCESS: "(t) in-process turn (turn_bench: no-op host, git workspace)",
     TWO_COMMITS: "(c) two bare fsync'd sqlite3 commits",
@@ -116,6 +122,8 @@ class Round:
     max_rss_mib: float = 0.0
     steps_ms: dict[str, float] = field(default_factory=dict)  # see turn_log.steps_in
     before_cpu_ms_per_turn: float | None = None  # (r) on the --before code
+    lines_cpu_ms_per_turn: float = 0.0  # (l)
+    before_lines_cpu_ms_per_turn: float | None = None  # (l) on the --before code
 
 
 @dataclass
@@ -138,6 +146,8 @@ class Results:
     before_controller_cpu_ms_per_turn: float | None = None
     cpu_ratio_to_before: list[float] = field(default_factory=list)
     cpu_ratio_to_before_median: float | None = None
+    lines_controller_cpu_ms_per_turn: float = 0.0  # (l), the median of the rounds
+    before_lines_controller_cpu_ms_per_turn: float | None = None
 
 
 class RealTurns:
@@ -150,20 +160,27 @@ class RealTurns:
         self.runs = 0
         self.profiles: dict[str, Path] = {}  # the last run's py-spy output, by phase
 
-    def measure(self, turns: int, into: Round, profile: bool = False) -> float:
-        """One run of ``turns`` turns; its figures into ``into``; its wall ms per turn."""
+    def measure(self, turns: int, into: Round, profile: bool = False, lines: bool = False) -> float:
+        """One run of ``turns`` turns; its figures into ``into``; its wall ms per turn.
+        ``lines``: without ``--json``, so the run writes progress lines (to a file)."""
         self.runs += 1
-        args = ["--json", "--max-turns", str(turns), "--idle-turns", "1000000"]
+        output = [] if lines else ["--json"]
+        args = [*output, "--max-turns", str(turns), "--idle-turns", "1000000"]
         logs = self.work / f"run-{self.runs}"
         profiled = "first_round" if profile else None
         run = RunProcess(self.project.root, args, logs, profile=profiled, code=self.code)
         if profile:
             profile_phases(run, self.project.database, 1, 60 + turns)
-        outcome = finished(run.wait(timeout_s=60 + turns), run, turns)
+        outcome = run.wait(timeout_s=60 + turns)
         self.profiles = outcome.profiles
         log = read_turns(self.project.database)
         # This run's turns only: the session's earlier runs are in the same stream.
         mine = {s: [t for t in ts if t.accepted >= outcome.started_at] for s, ts in log.items()}
+        if lines:  # no summary line to read: its turns are counted in the journal
+            ran = {"turns": sum(len(ts) for ts in mine.values())}
+            finished(replace(outcome, summary=ran), run, turns)
+        else:
+            finished(outcome, run, turns)
         window = steady_window(mine)
         own, children, _ = cpu_between(outcome.samples, window.start, window.end)
         into.controller_cpu_ms_per_turn = own * 1000 / window.turns
@@ -181,6 +198,18 @@ def _measure_before(earlier: RealTurns, turns: int, into: Round) -> float:
     mine = Round()
     wall = earlier.measure(turns, mine)
     into.before_cpu_ms_per_turn = mine.controller_cpu_ms_per_turn
+    return wall
+
+
+def _measure_lines(real: RealTurns, turns: int, into: Round, before: bool = False) -> float:
+    """(l), on this code or the --before code: its CPU per turn into ``into`` beside
+    (r)'s (the round's other figures are (r)'s); its wall ms per turn."""
+    mine = Round()
+    wall = real.measure(turns, mine, lines=True)
+    if before:
+        into.before_lines_cpu_ms_per_turn = mine.controller_cpu_ms_per_turn
+    else:
+        into.lines_cpu_ms_per_turn = mine.controller_cpu_ms_per_turn
     return wall
 
 
@@ -206,6 +235,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         in_process.samples(max(n // 10, 1))  # warm-up: its first turn is a start
         measures: dict[str, Callable[[Round], float]] = {
             REAL: lambda r: real.measure(settings.turns_per_run, r),
+            LINES: lambda r: _measure_lines(real, settings.turns_per_run, r),
             SPAWN: lambda _: statistics.median(timed(_spawn_true, n)) / 1000,
             IN_PROCESS: lambda _: statistics.median(in_process.samples(n)) / 1000,
             TWO_COMMITS: lambda _: statistics.median(_pairs(bare.samples(2 * n))) / 1000,
@@ -214,6 +244,9 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
             say(f"--before: {before}")
             earlier = RealTurns(work / "before", say, before)
             measures[BEFORE] = lambda r: _measure_before(earlier, settings.turns_per_run, r)
+            measures[BEFORE_LINES] = lambda r: _measure_lines(
+                earlier, settings.turns_per_run, r, before=True
+            )
         names = list(measures)
         try:
             for i in range(settings.rounds):
@@ -249,32 +282,40 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         finally:
             in_process.close()
             bare.close()
-        for name in names:
-            res.median_ms[name] = statistics.median(r.wall_ms[name] for r in res.rounds)
-        res.controller_cpu_ms_per_turn = statistics.median(
-            r.controller_cpu_ms_per_turn for r in res.rounds
-        )
-        res.children_cpu_ms_per_turn = statistics.median(
-            r.children_cpu_ms_per_turn for r in res.rounds
-        )
-        res.wall_overhead_ms = statistics.median(res.round_overhead_ms)
-        if res.cpu_ratio_to_before:
-            res.before_controller_cpu_ms_per_turn = statistics.median(
-                r.before_cpu_ms_per_turn or 0.0 for r in res.rounds
-            )
-            res.cpu_ratio_to_before_median = statistics.median(res.cpu_ratio_to_before)
-        for step in res.rounds[0].steps_ms:
-            res.steps_ms[step] = statistics.median(r.steps_ms.get(step, 0.0) for r in res.rounds)
-        res.machine["loadavg_end"] = load_average()
-        res.targets = {
-            "controller_cpu_ms_per_turn": judged(
-                res.controller_cpu_ms_per_turn, at_most=TARGET_CPU_MS
-            ),
-            "wall_overhead_ms_per_turn": judged(res.wall_overhead_ms, at_most=TARGET_OVERHEAD_MS),
-        }
+        _summarise(res, names)
         return res
 
     return run_in_directory(directory, "real-turn-bench-", body)
+
+
+def _summarise(res: Results, names: list[str]) -> None:
+    """The medians of the rounds, and the targets judged on them, into ``res``."""
+    for name in names:
+        res.median_ms[name] = statistics.median(r.wall_ms[name] for r in res.rounds)
+    res.controller_cpu_ms_per_turn = statistics.median(
+        r.controller_cpu_ms_per_turn for r in res.rounds
+    )
+    res.children_cpu_ms_per_turn = statistics.median(r.children_cpu_ms_per_turn for r in res.rounds)
+    res.wall_overhead_ms = statistics.median(res.round_overhead_ms)
+    res.lines_controller_cpu_ms_per_turn = statistics.median(
+        r.lines_cpu_ms_per_turn for r in res.rounds
+    )
+    if any(r.before_lines_cpu_ms_per_turn for r in res.rounds):
+        res.before_lines_controller_cpu_ms_per_turn = statistics.median(
+            r.before_lines_cpu_ms_per_turn or 0.0 for r in res.rounds
+        )
+    if res.cpu_ratio_to_before:
+        res.before_controller_cpu_ms_per_turn = statistics.median(
+            r.before_cpu_ms_per_turn or 0.0 for r in res.rounds
+        )
+        res.cpu_ratio_to_before_median = statistics.median(res.cpu_ratio_to_before)
+    for step in res.rounds[0].steps_ms:
+        res.steps_ms[step] = statistics.median(r.steps_ms.get(step, 0.0) for r in res.rounds)
+    res.machine["loadavg_end"] = load_average()
+    res.targets = {
+        "controller_cpu_ms_per_turn": judged(res.controller_cpu_ms_per_turn, at_most=TARGET_CPU_MS),
+        "wall_overhead_ms_per_turn": judged(res.wall_overhead_ms, at_most=TARGET_OVERHEAD_MS),
+    }
 
 
 def render(res: Results, console: Console) -> None:
@@ -294,6 +335,15 @@ def render(res: Results, console: Console) -> None:
     table.add_row(
         "its reaped children's CPU per turn (host, git)", f"{res.children_cpu_ms_per_turn:.2f}"
     )
+    table.add_row(
+        "controller CPU per turn, (l): progress lines to a file",
+        f"{res.lines_controller_cpu_ms_per_turn:.2f}",
+    )
+    if res.before_lines_controller_cpu_ms_per_turn is not None:
+        table.add_row(
+            "controller CPU per turn, (l) on the --before code",
+            f"{res.before_lines_controller_cpu_ms_per_turn:.2f}",
+        )
     if res.cpu_ratio_to_before_median is not None:
         table.add_row(
             "the --before code's controller CPU per turn",

@@ -179,6 +179,7 @@ def _check_real_turn(res: dict[str, Any]) -> None:
     assert {"machine", "settings", "rounds", "median_ms", "targets"} <= set(res)
     assert set(res["median_ms"]) == {
         "real_turn",
+        "real_turn_lines",
         "bare_spawn_true",
         "in_process_turn",
         "two_commits",
@@ -186,6 +187,7 @@ def _check_real_turn(res: dict[str, Any]) -> None:
     assert all(ms > 0 for ms in res["median_ms"].values())
     assert len(res["rounds"]) == res["settings"]["rounds"]
     assert all(r["window_turns"] > 0 for r in res["rounds"])
+    assert all(r["lines_cpu_ms_per_turn"] > 0 for r in res["rounds"])
     assert len(res["round_overhead_ms"]) == len(res["rounds"])
     assert set(res["targets"]) == {"controller_cpu_ms_per_turn", "wall_overhead_ms_per_turn"}
     for target in res["targets"].values():
