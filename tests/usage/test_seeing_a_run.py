@@ -9,15 +9,23 @@
 * ``run --json`` with several sessions at once: every line is one JSON object, with
   a record per turn phase and agent message, a ``host_silent`` warning, and the
   summary last;
-* turn ids resolve from a unique prefix; an ambiguous or unknown one is refused.
+* turn ids resolve from a unique prefix; an ambiguous or unknown one is refused;
+* ``run`` to a file writes one plain line per record; ``run`` on a terminal draws its
+  live table and prints every turn's lines above it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import select
+import subprocess
+import time
 from typing import Any
 
-from tests.usage.project import UserProject, wait_for
+from tests.usage.project import UserProject, turnkeeper_executable, wait_for
 
 RESULT = json.dumps({"kind": "result", "data": {"summary": "done", "todo_done": True}})
 
@@ -194,3 +202,65 @@ def test_run_lines_to_a_pipe_are_one_record_each_and_show_escapes(
     shown = [line for line in progress if "not bold" in line]
     assert len(shown) == 2, out
     assert all("\\x1b[31mred\\x1b[0m [bold]not bold[/bold]" in line for line in shown), out
+
+
+def _on_a_terminal(project: UserProject, *args: str, timeout: float = 120) -> tuple[int, str]:
+    """``turnkeeper ARGS`` with a terminal (a pseudo-terminal) as its stdin, stdout and
+    stderr, as a user types it: its exit code and what it drew (escapes removed)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [*turnkeeper_executable(), *args],
+        cwd=project.root,
+        env=project.env(COLUMNS="120", LINES="40", TERM="xterm-256color"),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        start_new_session=True,
+    )
+    os.close(follower)
+    drawn = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the command closed the terminal's last end
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))
+    return code, text.replace("\r", "")
+
+
+def test_run_on_a_terminal_prints_every_turn_above_its_live_table(
+    user_project: UserProject,
+) -> None:
+    # Lines above the live table are printed in batches by its ticker: none may be
+    # lost, and those still waiting when the run ends are printed before its summary.
+    sids = {}
+    for name in ("a", "b"):
+        script = "#!/bin/sh\n" + f"echo '{_message(f'{name} says hello')}'\necho '{RESULT}'\n"
+        config = {"command": [str(user_project.agent(f"tty-{name}", script))]}
+        sids[name] = _session(user_project, name, [f"{name}1", f"{name}2"], {
+            **config, "event_format": "jsonl",
+        })  # fmt: skip
+    code, drawn = _on_a_terminal(user_project, "run")
+
+    assert code == 0, drawn
+    assert "latest message" in drawn, drawn  # the live table was drawn
+    for name, sid in sids.items():
+        for todo in (f"{name}1", f"{name}2"):
+            assert re.search(rf"> {todo}: turn turn-\w+ completed in", drawn), drawn
+        assert f"session {sid[:8]}: stopped (goal_terminal" in drawn, drawn
+    summary = drawn.index("ran 4 turns (0 failed)")
+    assert drawn.rindex("> ") < summary, drawn

@@ -8,6 +8,9 @@ columns, and cost a turn about a millisecond of the controller's CPU (two lines 
 turn), a quarter of what the rest of the turn costs.
 A ticker thread, alive exactly as long as the run, looks for silent hosts every
 second (and redraws the live table); it is stopped and joined when the run ends.
+Above the live table, lines are printed by the ticker, those of the last quarter
+second at once: each print redraws the whole table, and printing each record as it
+came doubled the controller's CPU a turn (three redraws a turn).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ Mode = Literal["json", "live", "lines"]
 # How often silent hosts are looked for, at most (a shorter silence limit looks
 # more often).
 TICK_SECONDS: Final = 1.0
+# How long a line waits above the live table before it is printed, at most.
+LIVE_LINES_SECONDS: Final = 0.25
 _JOIN_SECONDS: Final = 5.0
 
 
@@ -52,6 +57,7 @@ class RunDisplay:
         self._lock = threading.Lock()
         self._monitor: RunMonitor | None = None
         self._live: Live | None = None
+        self._waiting: list[str] = []  # live mode: lines the ticker prints next
 
     # --- records -------------------------------------------------------------------------
 
@@ -63,6 +69,8 @@ class RunDisplay:
                 sys.stdout.flush()
             elif self.mode == "live" and record.record == "message":
                 pass  # the live table shows each session's latest message
+            elif self._live is not None:
+                self._waiting.append(f"[dim]>[/] {safe(record.text)}")
             elif self._plain:
                 sys.stdout.write(f"> {visible(record.text)}\n")
                 sys.stdout.flush()
@@ -100,17 +108,31 @@ class RunDisplay:
         finally:
             stop.set()
             ticker.join(_JOIN_SECONDS)
+            with self._lock:
+                self._live = None  # a record from now on is printed at once
+                self._print_waiting()
             if live is not None:
                 live.stop()
-            self._live = None
 
     def _tick(self, stop: threading.Event) -> None:
         interval = min(TICK_SECONDS, max(self._silence / 4, 0.05))
+        wake = min(interval, LIVE_LINES_SECONDS) if self.mode == "live" else interval
         monitor = self._monitor
+        next_check = time.monotonic() + interval
         # Ends when the run does (``stop`` is set on the way out of ``showing``).
-        while not stop.wait(interval):
-            if monitor is not None:
+        while not stop.wait(wake):
+            if self.mode == "live":
+                with self._lock:
+                    self._print_waiting()
+            if monitor is not None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + interval
                 monitor.check_silence()
+
+    def _print_waiting(self) -> None:
+        """Print the lines waiting above the live table, with one redraw (lock held)."""
+        if self._waiting:
+            console.print("\n".join(self._waiting))
+            self._waiting.clear()
 
     def _table(self) -> Table:
         table = Table(box=None, show_header=True, header_style="bold", expand=False)
