@@ -134,6 +134,55 @@ def test_a_write_decided_on_a_stale_cached_state_is_decided_again(
     assert todo_ids(GoalService(theirs).load("g")) == ["t1", "t2"]
 
 
+def test_a_stream_that_does_not_exist_is_cached_and_read_again_once_it_does(
+    two_stores: tuple[SqlEventStore, SqlEventStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A missing stream costs a guarded read (projection, then proof there are no
+    # events); cached, a load costs one head query, until the stream's first event.
+    mine, theirs = two_stores
+    stream = goal_stream("g")
+    assert load_stream(mine, GOAL_CODEC, stream) == (None, 0)
+    reads: list[str] = []
+    real_read = mine.read_projection
+
+    def read_projection(stream_id: str) -> Any:
+        reads.append(stream_id)
+        return real_read(stream_id)
+
+    monkeypatch.setattr(mine, "read_projection", read_projection)
+    assert load_stream(mine, GOAL_CODEC, stream) == (None, 0)
+    assert reads == []  # served from the cache, confirmed by the head alone
+
+    GoalService(theirs).create(CreateGoal(goal_id="g", title="late"))
+    GoalService(theirs).submit("g", add_todo("t1"))
+    state, head = load_stream(mine, GOAL_CODEC, stream)
+    assert (head, todo_ids(state)) == (2, ["t1"]) and reads == [stream]
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [_decide_t2, _nothing_without_t1, _rejects_without_t1],
+    ids=["appends", "decides-nothing", "rejects"],
+)
+def test_a_write_decided_on_a_cached_absence_is_decided_again(
+    two_stores: tuple[SqlEventStore, SqlEventStore],
+    decision: Callable[[GoalState | None, datetime], list[Any]],
+) -> None:
+    # The cached absence is a stale state like any other: a write decided on it must
+    # land on, or be decided again on, the stream another store created since.
+    mine, theirs = two_stores
+    stream = goal_stream("g")
+    assert load_stream(mine, GOAL_CODEC, stream) == (None, 0)  # mine caches "absent"
+    GoalService(theirs).create(CreateGoal(goal_id="g", title="late"))
+    GoalService(theirs).submit("g", add_todo("t1"))
+    now = datetime.now(UTC)
+
+    done = decide_and_append(mine, GOAL_CODEC, stream, lambda s: decision(s, now))
+    assert len(done.events) == 1 and done.head_seq == 3
+    assert todo_ids(done.state) == ["t1", "t2"]
+    assert [r.seq for r in theirs.read_stream(stream)] == [1, 2, 3]
+
+
 def test_session_commands_through_one_store_are_seen_by_the_other(
     two_stores: tuple[SqlEventStore, SqlEventStore], tmp_path: Path
 ) -> None:

@@ -97,6 +97,12 @@ class _StateCache:
     appended since is seen, and the stream read again. States are frozen models, so
     threads may share them. This spares the turn path decoding the same session and
     goal projections a dozen times a turn.
+
+    A stream that does not exist is cached too, as :data:`_ABSENT` at head 0: a
+    missing projection costs a guarded read of three queries (the store proves the
+    stream has no events either), and a stream looked up every turn that nobody has
+    written yet (the project's extension settings) would pay them every turn. Its
+    first event moves the head off 0, so the next load reads it.
     """
 
     def __init__(self, capacity: int = 2048) -> None:
@@ -122,6 +128,9 @@ class _StateCache:
                 self._entries.popitem(last=False)
 
 
+# What the cache holds for a stream that had no events when it was read (head 0).
+_ABSENT = object()
+
 _caches: weakref.WeakKeyDictionary[EventStore, _StateCache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
@@ -136,14 +145,17 @@ def _cache_of(store: EventStore) -> _StateCache:
 
 def _cached(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
-) -> tuple[StateT, int] | None:
-    """The stream's cached state and the head it holds, if any. The cache keeps every
-    kind's states under their kind, so one found under ``codec.kind`` is always a
-    ``codec.state_type``: the check only says so to the type checker."""
+) -> tuple[StateT | None, int] | None:
+    """The stream's cached state (None: it had no events) and the head it holds, if
+    any. The cache keeps every kind's states under their kind, so one found under
+    ``codec.kind`` is always a ``codec.state_type``: the check only says so to the
+    type checker."""
     cached = _cache_of(store).get(codec.kind, stream_id)
     if cached is None:
         return None
     head, state = cached
+    if state is _ABSENT:
+        return None, head
     return (state, head) if isinstance(state, codec.state_type) else None
 
 
@@ -156,8 +168,7 @@ def load_stream(
     if cached is not None and store.head(stream_id) == cached[1]:
         return cached
     state, head = _read_stream_state(store, codec, stream_id)
-    if state is not None:
-        cache.put(codec.kind, stream_id, head, state)
+    cache.put(codec.kind, stream_id, head, _ABSENT if state is None else state)
     return state, head
 
 
