@@ -5,11 +5,15 @@ credentials — checked on the environment of a real process."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.hosts.conftest import MakeRequest
+from turnkeeper.hosts.launch import process_env
 from turnkeeper.hosts.subprocess_host import SubprocessHost
 
 PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
@@ -60,3 +64,29 @@ def test_inherit_env_passes_everything_but_the_control_planes_credentials(
     assert env["AWS_SECRET_ACCESS_KEY"] == INHERITED["AWS_SECRET_ACCESS_KEY"]
     assert env["EXTRA"] == "1"
     assert "PGPASSWORD" not in env and "TURNKEEPER_DATABASE_URL" not in env
+
+
+class _ReadsRecorded(dict[str, str]):
+    """An environment that records which values were read."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        super().__init__(values)
+        self.read: list[str] = []
+
+    def __getitem__(self, name: str) -> str:
+        self.read.append(name)
+        return super().__getitem__(name)
+
+
+def test_only_the_values_passed_on_are_read(
+    make_request: MakeRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # os.environ decodes a value each time one is read, and every turn filters the
+    # whole environment: the names decide, and only what passes is read.
+    environ = _ReadsRecorded(INHERITED)
+    monkeypatch.setattr(os, "environ", environ)
+    env = process_env(make_request(), {}, inherit_env=False, pass_env=["MYAPP_*"])
+    passed = {"PATH", "HOME", "LC_ALL", "HTTPS_PROXY", "MYAPP_MODE", "MYAPP_LEVEL"}
+    assert sorted(environ.read) == sorted(passed)
+    assert {k: env[k] for k in passed} == {k: INHERITED[k] for k in passed}
+    assert "OPENAI_API_KEY" not in env and "PGPASSWORD" not in env

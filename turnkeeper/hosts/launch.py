@@ -111,9 +111,12 @@ def process_env(
     own credentials; then the config's ``env``, the request's, the turn's markers."""
     inherited = os.environ if request.inherited_env is None else request.inherited_env
     wanted = NameMatcher((*CORE_ENV, *pass_env))
+    # By name first, then the value of each name passed on: ``os.environ`` decodes a
+    # value each time one is asked for, and most of the environment is not passed on
+    # (``items()`` would decode every value, every turn).
     base = {
-        k: v
-        for k, v in inherited.items()
+        k: inherited[k]
+        for k in inherited
         if (inherit_env or wanted.matches(k)) and k not in CONTROL_PLANE_SECRETS
     }
     # The markers go last so neither config nor request can overwrite them.
