@@ -23,6 +23,12 @@ StateT = TypeVar("StateT", bound=BaseModel)
 EventT = TypeVar("EventT", bound=BaseModel)
 
 
+# One encoder for every event: ``json.dumps`` with these options builds an encoder per
+# call, several per turn. An encoder keeps no state between calls (each ``encode``
+# starts afresh), so threads share it.
+_EVENT_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+
 def fold_from(
     empty: Callable[[], StateT], evolve: Callable[[StateT | None, EventT], StateT]
 ) -> Callable[[Iterable[EventT]], StateT]:
@@ -54,7 +60,7 @@ class StreamCodec(Generic[StateT, EventT]):
         return NewEvent(
             type=str(data["type"]),
             schema_version=int(data["schema_version"]),
-            payload=json.dumps(data, separators=(",", ":"), sort_keys=True),
+            payload=_EVENT_JSON.encode(data),
         )
 
     def decode_event(self, record: EventRecord) -> EventT:
