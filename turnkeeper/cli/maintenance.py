@@ -92,7 +92,7 @@ def status(as_json: bool = JsonOption) -> None:
         # Goals and sessions from one read of the projections: the store checks every
         # row of the table for a listing of any kind, so two listings checked each twice.
         listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
-        rows = [(state, goals.audit(state.goal.id)) for state in goals.goals_of(listed[GOAL_KIND])]
+        rows = [(state, goals.audit_of(state)) for state in goals.goals_of(listed[GOAL_KIND])]
         sessions = summaries(listed[SESSION_KIND])
         # A log behind its workspaces' snapshots lost acknowledged writes: DATA_LOSS.
         check_workspaces_not_ahead(store, [s.state for s in sessions])

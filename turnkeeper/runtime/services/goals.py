@@ -134,7 +134,12 @@ class GoalService:
         return self._store.read_stream(goal_stream(goal_id), limit=limit)
 
     def audit(self, goal_id: str) -> TerminalAudit:
-        return audit(self.load(goal_id), self._clock())
+        return self.audit_of(self.load(goal_id))
+
+    def audit_of(self, state: GoalState) -> TerminalAudit:
+        """The audit of a state the caller read already (``status`` audits the goals it
+        listed, with no second read of each)."""
+        return audit(state, self._clock())
 
     # --- writes --------------------------------------------------------------
 
