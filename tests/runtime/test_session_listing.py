@@ -126,6 +126,9 @@ def _with(state: dict[str, Any], path: tuple[str, ...], value: Any) -> str:
         (("status_reason",), ["no"], "status_reason is not str"),
         (("turns_without_progress",), True, "turns_without_progress is not int"),
         (("counters", "turns_lost"), "1", "turns_lost is not int"),
+        # A bool is an int to Python, never a count; nor is a float that looks like one.
+        (("counters", "turns_lost"), False, "turns_lost is not int"),
+        (("counters", "turns_completed"), 2.0, "turns_completed is not int"),
         (("lease",), "held", "lease is not dict"),
         (("lease", "owner"), 7, "owner is not str"),
         (("in_flight",), [], "in_flight is not an object"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.json_types import JsonDict, JsonMapping, JsonValue
@@ -133,7 +133,13 @@ def summarize(stream_id: str, text: str) -> SessionSummary:
     if not isinstance(data, dict):
         raise _undecodable(stream_id, "not a JSON object")
     found = _object(stream_id, data, "counters")
-    counters = {name: _typed(stream_id, found, name, int) for name in found}
+    # JSON gives exact ints (never a subclass, and a bool is its own type), so one pass
+    # checks every counter of the common row; a row that fails it is checked counter
+    # by counter, for the message naming the first that is not a count.
+    if all(type(value) is int for value in found.values()):
+        counters = cast("dict[str, int]", dict(found))  # each value checked just now
+    else:
+        counters = {name: _typed(stream_id, found, name, int) for name in found}
     lease = _object(stream_id, data, "lease")
     in_flight = data.get("in_flight")
     turn_id = None
