@@ -42,6 +42,17 @@ NEVER_FOR_LISTING = (
     "turnkeeper.hosts",
 )
 
+# status decodes and audits goals (runtime/services/goal_reads.py): the goal kernel's
+# events, proposals and decisions, and the goal service that writes with them, are
+# for commands that change a goal.
+NEVER_FOR_STATUS = (
+    "turnkeeper.kernel.events",
+    "turnkeeper.kernel.proposals",
+    "turnkeeper.kernel.decide",
+    "turnkeeper.kernel.evolve",
+    "turnkeeper.runtime.services.goals",
+)
+
 
 def _env() -> dict[str, str]:
     # The project is the working directory, as for a user whose shell sets nothing.
@@ -149,3 +160,7 @@ def test_everyday_commands_never_import_sqlalchemy(args: tuple[str, ...], tmp_pa
     # writer is made by the first append): these commands only read.
     only_others = ("turnkeeper.store._verify", "turnkeeper.store._verify_index")
     assert _among(modules, (*only_others, "turnkeeper.store._writer")) == []
+    if args == ("status",):
+        # status decodes and audits goals, and decides nothing (kernel/__init__.py).
+        assert "turnkeeper.kernel.audit" in modules
+        assert _among(modules, NEVER_FOR_STATUS) == []

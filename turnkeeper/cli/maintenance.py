@@ -78,7 +78,7 @@ def status(as_json: bool = JsonOption) -> None:
     Example: turnkeeper status --json
     """
     from turnkeeper.runtime.services.extension_states import project_extension_states
-    from turnkeeper.runtime.services.goals import GOAL_KIND, GoalService
+    from turnkeeper.runtime.services.goal_reads import GOAL_KIND, audit_of, goal_states
     from turnkeeper.runtime.services.session_listing import (
         FINISHED_SESSION_STATUSES,
         SESSION_KIND,
@@ -88,11 +88,12 @@ def status(as_json: bool = JsonOption) -> None:
     from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 
     with open_project_store() as (_, store):
-        goals = GoalService(store)
         # Goals and sessions from one read of the projections: the store checks every
         # row of the table for a listing of any kind, so two listings checked each twice.
+        # The goals are decoded and audited without the goal service, which imports the
+        # kernel's events, proposals and decisions (runtime/services/goal_reads.py).
         listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
-        rows = [(state, goals.audit_of(state)) for state in goals.goals_of(listed[GOAL_KIND])]
+        rows = [(state, audit_of(store, state)) for state in goal_states(listed[GOAL_KIND])]
         sessions = summaries(listed[SESSION_KIND])
         # A log behind its workspaces' snapshots lost acknowledged writes: DATA_LOSS.
         check_workspaces_not_ahead(store, [s.state for s in sessions])

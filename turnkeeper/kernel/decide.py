@@ -25,6 +25,7 @@ from turnkeeper.errors import AlreadyExists, FailedPrecondition, NotFound
 from turnkeeper.kernel import _goal_rules, _todo_rules, _watch_rules
 from turnkeeper.kernel._dispatch import TableRule, rule
 from turnkeeper.kernel._guards import require_utc
+from turnkeeper.kernel._obligations import raise_obligations, report_no_progress
 from turnkeeper.kernel.events import GoalEvent
 from turnkeeper.kernel.evolve import evolve_goal
 from turnkeeper.kernel.model import GoalState
@@ -54,7 +55,7 @@ from turnkeeper.kernel.proposals import (
     UnblockTodo,
     UpdateAcceptance,
 )
-from turnkeeper.kernel.replan import pending_triggers, raise_obligations, report_no_progress
+from turnkeeper.kernel.replan import pending_triggers
 
 
 def _reassess(state: GoalState, p: Reassess, now: datetime) -> list[GoalEvent]:

@@ -44,6 +44,19 @@ def fold_from(
     return fold
 
 
+def decode_state(state_type: type[StateT], stream_id: str, text: str) -> StateT:
+    """A projection's state; ``DATA_LOSS`` when it does not decode (a reader that needs
+    no codec, such as ``status``'s goals, decodes through this too)."""
+    try:
+        return state_type.model_validate_json(text)
+    except ValidationError as exc:
+        raise DataLoss(
+            f"{stream_id}: projection does not decode (run `turnkeeper repair`)",
+            reason="undecodable_projection",
+            details={"stream_id": stream_id},
+        ) from exc
+
+
 @dataclass(frozen=True)
 class StreamCodec(Generic[StateT, EventT]):
     kind: str
@@ -86,14 +99,7 @@ class StreamCodec(Generic[StateT, EventT]):
         return state.model_dump_json()
 
     def decode_state(self, stream_id: str, text: str) -> StateT:
-        try:
-            return self.state_type.model_validate_json(text)
-        except ValidationError as exc:
-            raise DataLoss(
-                f"{stream_id}: projection does not decode (run `turnkeeper repair`)",
-                reason="undecodable_projection",
-                details={"stream_id": stream_id},
-            ) from exc
+        return decode_state(self.state_type, stream_id, text)
 
     def fold_records(self, records: Sequence[EventRecord]) -> StateT:
         return self.fold_events(self.decode_event(r) for r in records)

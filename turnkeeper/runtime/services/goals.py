@@ -28,10 +28,10 @@ from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.runtime.log.codec import StreamCodec
 from turnkeeper.runtime.log.ids import pick_id
 from turnkeeper.runtime.log.streams import decide_and_append, load_stream
+from turnkeeper.runtime.services.goal_reads import GOAL_KIND, goal_states
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord, IndexEntry, Projection
 
-GOAL_KIND = "goal"
 GOAL_CODEC: StreamCodec[GoalState, GoalEvent] = StreamCodec(
     kind=GOAL_KIND,
     state_type=GoalState,
@@ -127,7 +127,7 @@ class GoalService:
     def goals_of(projections: Iterable[Projection]) -> list[GoalState]:
         """The states of goal projections a caller listed itself (``status`` lists goals
         and sessions in one read: ``EventStore.list_projections_of``)."""
-        return [GOAL_CODEC.decode_state(p.stream_id, p.state) for p in projections]
+        return goal_states(projections)
 
     def history(self, goal_id: str, limit: int | None = None) -> list[EventRecord]:
         self.load(goal_id)  # NOT_FOUND for an unknown goal, not an empty list
