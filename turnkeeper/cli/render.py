@@ -7,6 +7,7 @@ from datetime import datetime
 
 from rich.table import Table
 
+from turnkeeper.cli.fast_table import FastTable
 from turnkeeper.cli.output import console, safe
 from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.store.records import EventRecord, RepairReport, VerifyReport
@@ -142,7 +143,8 @@ def render_audit(audit: TerminalAudit) -> None:
 
 
 def render_goal_list(goals: Sequence[tuple[GoalState, TerminalAudit]]) -> None:
-    table = Table("goal", "title", "status", "todos open/total", "blockers", title="Goals")
+    # Drawn as Rich's Table draws it (cli/fast_table.py), without a Rich object a cell.
+    table = FastTable("goal", "title", "status", "todos open/total", "blockers", title="Goals")
     for state, audit in goals:
         open_count = audit.open_todos
         table.add_row(
