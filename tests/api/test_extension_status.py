@@ -41,3 +41,24 @@ def test_status_shows_the_extension_states_apart(api_project: ApiProject) -> Non
     assert 'data-extension="host:scripted"' in page.text
     assert "scripted agents retired" in page.text
     assert 'data-extension="effect:http"' not in page.text  # only installed: not listed
+
+
+def test_status_over_the_api_answers_what_the_cli_prints(api_project: ApiProject) -> None:
+    # One listing of goals and sessions, each goal audited from the state listed: the
+    # same goals, audits and sessions as ``status --json``, on either backend.
+    project = api_project
+    project.run_turns(2)
+    second = project.new_session("second")
+
+    answer = project.client.get("/v1/status", headers=project.headers())
+    assert answer.status_code == 200, answer.text
+    api = answer.json()
+    cli = json.loads(tk(project, "status", "--json").stdout)
+    assert api["goals"] and api["goals"] == cli["goals"]
+    assert {s["session_id"] for s in api["sessions"]} == {project.session_id, second}
+    by_id = {s["session_id"]: s for s in cli["sessions"]}
+    for session in api["sessions"]:
+        assert session == by_id[session["session_id"]]
+        assert session["counters"]["turns_accepted"] == (
+            2 if session["session_id"] == project.session_id else 0
+        )

@@ -17,8 +17,8 @@ from turnkeeper.kernel.session import SessionState
 from turnkeeper.runtime.services.access import AccessService, Principal, ShareMode, share_json
 from turnkeeper.runtime.services.extension_settings import ExtensionSettings
 from turnkeeper.runtime.services.extension_states import ExtensionStatus, extension_states
-from turnkeeper.runtime.services.goals import GoalService
-from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.services.goal_reads import GOAL_KIND, audit_of, goal_states
+from turnkeeper.runtime.services.sessions import SESSION_CODEC, SESSION_KIND
 from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store.base import EventStore
 
@@ -73,18 +73,20 @@ class Caller(BaseModel):
 def status(store: Store) -> StatusAnswer:
     """Everything in flight: every goal with its audit, every session (``status``).
     DATA_LOSS when the log holds less than a workspace's snapshots record."""
-    goals = GoalService(store)
+    # Goals and sessions from one read of the projections, each goal audited from the
+    # state listed (as the CLI's ``status``): not a listing per kind and a read per goal.
+    listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
     rows = [
         GoalSummary(
             id=state.goal.id,
             title=state.goal.title,
             status=state.goal.status.value,
             todos=len(state.todos),
-            audit=goals.audit(state.goal.id),
+            audit=audit_of(store, state),
         )
-        for state in goals.list_goals()
+        for state in goal_states(listed[GOAL_KIND])
     ]
-    sessions = SessionService(store).list()
+    sessions = [SESSION_CODEC.decode_state(p.stream_id, p.state) for p in listed[SESSION_KIND]]
     check_workspaces_not_ahead(store, sessions)
     extensions = extension_states(
         ExtensionSettings(store).state(),
