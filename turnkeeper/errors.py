@@ -159,6 +159,16 @@ class Unavailable(TurnkeeperError):
 class DataLoss(TurnkeeperError):
     code = ErrorCode.DATA_LOSS
 
+    @classmethod
+    def undecodable_projection(cls, stream_id: str, **details: object) -> DataLoss:
+        """A projection row that does not decode, said the same way by every reader
+        (through the state model, or parsed as plain JSON by a listing)."""
+        return cls(
+            f"{stream_id}: projection does not decode (run `turnkeeper repair`)",
+            reason="undecodable_projection",
+            details={"stream_id": stream_id, **details},
+        )
+
 
 class StreamConflict(Aborted):
     """An append's expected sequence was not the stream head: another writer won.

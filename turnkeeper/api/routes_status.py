@@ -18,7 +18,7 @@ from turnkeeper.runtime.services.access import AccessService, Principal, ShareMo
 from turnkeeper.runtime.services.extension_settings import ExtensionSettings
 from turnkeeper.runtime.services.extension_states import ExtensionStatus, extension_states
 from turnkeeper.runtime.services.goal_reads import GOAL_KIND, audit_of, goal_states
-from turnkeeper.runtime.services.sessions import SESSION_CODEC, SESSION_KIND
+from turnkeeper.runtime.services.sessions import SESSION_KIND, SessionService
 from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store.base import EventStore
 
@@ -86,7 +86,7 @@ def status(store: Store) -> StatusAnswer:
         )
         for state in goal_states(listed[GOAL_KIND])
     ]
-    sessions = [SESSION_CODEC.decode_state(p.stream_id, p.state) for p in listed[SESSION_KIND]]
+    sessions = SessionService.states_of(listed[SESSION_KIND])
     check_workspaces_not_ahead(store, sessions)
     extensions = extension_states(
         ExtensionSettings(store).state(),

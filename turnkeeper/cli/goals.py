@@ -125,7 +125,8 @@ def goal_list(as_json: bool = JsonOption) -> None:
     from turnkeeper.cli.render import render_goal_list
 
     with goal_service() as goals:
-        rows = [(state, goals.audit(state.goal.id)) for state in goals.list_goals()]
+        # Each goal audited from the state listed, not read again.
+        rows = [(state, goals.audit_of(state)) for state in goals.list_goals()]
     if as_json:
         print_json([{"goal": s.goal, "audit": a} for s, a in rows])
     else:

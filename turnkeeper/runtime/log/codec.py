@@ -50,11 +50,7 @@ def decode_state(state_type: type[StateT], stream_id: str, text: str) -> StateT:
     try:
         return state_type.model_validate_json(text)
     except ValidationError as exc:
-        raise DataLoss(
-            f"{stream_id}: projection does not decode (run `turnkeeper repair`)",
-            reason="undecodable_projection",
-            details={"stream_id": stream_id},
-        ) from exc
+        raise DataLoss.undecodable_projection(stream_id) from exc
 
 
 @dataclass(frozen=True)

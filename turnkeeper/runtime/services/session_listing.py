@@ -98,11 +98,7 @@ def _decoded(stream_id: str, text: str) -> SessionSummary:
 
 def _undecodable(stream_id: str, why: str) -> DataLoss:
     # The message and reason a decoded read gives for the same row.
-    return DataLoss(
-        f"{stream_id}: projection does not decode (run `turnkeeper repair`)",
-        reason="undecodable_projection",
-        details={"stream_id": stream_id, "problem": why},
-    )
+    return DataLoss.undecodable_projection(stream_id, problem=why)
 
 
 def _typed(stream_id: str, data: JsonMapping, key: str, kind: type[T]) -> T:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from turnkeeper.runtime.log.codec import StreamCodec
 from turnkeeper.runtime.log.request_ids import check_request_free_or_for, session_id_for_request
 from turnkeeper.runtime.log.streams import Appended, decide_and_append, load_stream
 from turnkeeper.store.base import EventStore
-from turnkeeper.store.records import IndexEntry
+from turnkeeper.store.records import IndexEntry, Projection
 
 SESSION_KIND = "session"
 
@@ -156,11 +156,14 @@ class SessionService:
             raise NotFound(f"session {prefix!r} not found", reason="session_not_found")
         raise InvalidArgument(f"session prefix {prefix!r} is ambiguous", reason="ambiguous_id")
 
+    @staticmethod
+    def states_of(projections: Iterable[Projection]) -> list[SessionState]:
+        """The states of session projections a caller listed itself (the API's status
+        lists goals and sessions in one read: ``EventStore.list_projections_of``)."""
+        return [SESSION_CODEC.decode_state(p.stream_id, p.state) for p in projections]
+
     def list(self) -> list[SessionState]:
-        return [
-            SESSION_CODEC.decode_state(p.stream_id, p.state)
-            for p in self._store.list_projections(SESSION_KIND)
-        ]
+        return self.states_of(self._store.list_projections(SESSION_KIND))
 
     def session_of_turn(self, turn_id: str) -> str:
         found = self._store.lookup(turn_id)
