@@ -108,11 +108,15 @@ def _rejects_without_t1(state: GoalState | None, now: datetime) -> list[Any]:
     return decide_goal(state, add_todo("t2"), now)
 
 
-@pytest.mark.parametrize(
+# Each way a decision on a stale state can go: it appends, decides nothing, rejects.
+ON_EACH_DECISION = pytest.mark.parametrize(
     "decision",
     [_decide_t2, _nothing_without_t1, _rejects_without_t1],
     ids=["appends", "decides-nothing", "rejects"],
 )
+
+
+@ON_EACH_DECISION
 def test_a_write_decided_on_a_stale_cached_state_is_decided_again(
     two_stores: tuple[SqlEventStore, SqlEventStore],
     decision: Callable[[GoalState | None, datetime], list[Any]],
@@ -159,11 +163,7 @@ def test_a_stream_that_does_not_exist_is_cached_and_read_again_once_it_does(
     assert (head, todo_ids(state)) == (2, ["t1"]) and reads == [stream]
 
 
-@pytest.mark.parametrize(
-    "decision",
-    [_decide_t2, _nothing_without_t1, _rejects_without_t1],
-    ids=["appends", "decides-nothing", "rejects"],
-)
+@ON_EACH_DECISION
 def test_a_write_decided_on_a_cached_absence_is_decided_again(
     two_stores: tuple[SqlEventStore, SqlEventStore],
     decision: Callable[[GoalState | None, datetime], list[Any]],
