@@ -264,3 +264,30 @@ def test_run_on_a_terminal_prints_every_turn_above_its_live_table(
         assert f"session {sid[:8]}: stopped (goal_terminal" in drawn, drawn
     summary = drawn.index("ran 4 turns (0 failed)")
     assert drawn.rindex("> ") < summary, drawn
+
+
+def test_run_into_head_stops_when_head_has_read_enough(user_project: UserProject) -> None:
+    # ``turnkeeper run --json | head -n 3``, through a real shell: once ``head`` exits,
+    # the next line ``run`` writes finds the pipe closed. It says so once on stderr,
+    # with no traceback, lets the turn in flight end durably and starts no new one.
+    agent = _thinking_agent(user_project, "slow", 0.5)
+    todos = [f"t{i}" for i in range(6)]
+    sid = _session(user_project, "g", todos, {"command": [agent], "event_format": "jsonl"})
+    command = " ".join([*turnkeeper_executable(), "run", "--json"])
+    shell = f'{command} 2>run.err | head -n 3 > head.out; echo "$PIPESTATUS" > status.out'
+    subprocess.run(
+        ["bash", "-c", shell], cwd=user_project.root, env=user_project.env(), timeout=120,
+        check=True,
+    )  # fmt: skip
+    root = user_project.root
+    assert len((root / "head.out").read_text().splitlines()) == 3
+    assert (root / "status.out").read_text().split() == ["0"]
+    errors = (root / "run.err").read_text()
+    assert "Traceback" not in errors, errors
+    assert errors.count("the output's reader has gone") == 1, errors
+    # The run stopped early, and cleanly: no turn in flight, not every todo worked on.
+    shown = user_project.tk_json("session", "show", sid)
+    assert shown["in_flight"] is None, shown
+    turns = user_project.tk_json("turn", "list", sid)["turns"]
+    assert 1 <= len(turns) < len(todos), turns
+    assert {t["outcome"] for t in turns} == {"completed"}, turns

@@ -199,6 +199,7 @@ def run(
         if config.runner is not None:
             display.note("hosts run in the project's runner: turns outlive this process")
         controller = Controller(store, config, reporter=display.report)
+        display.on_reader_gone = controller.request_stop  # ``run --json | head``
         ids = [controller.sessions.resolve_id(s) for s in session] or None
         with (
             stop_on_signals(controller, announce=display.note),

@@ -11,15 +11,19 @@ second (and redraws the live table); it is stopped and joined when the run ends.
 Above the live table, lines are printed by the ticker, those of the last quarter
 second at once: each print redraws the whole table, and printing each record as it
 came doubled the controller's CPU a turn (three redraws a turn).
+When the output's reader goes away (``run --json | head``), the run stops as after a
+first Ctrl-C — the turns in flight reach their durable end, no new one starts — and
+says so on stderr once; what it would still have printed is dropped, not raised.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -58,24 +62,54 @@ class RunDisplay:
         self._monitor: RunMonitor | None = None
         self._live: Live | None = None
         self._waiting: list[str] = []  # live mode: lines the ticker prints next
+        # Called once if the output's reader goes away (``run`` stops the controller).
+        self.on_reader_gone: Callable[[], None] | None = None
+        self.reader_gone = False
 
     # --- records -------------------------------------------------------------------------
 
     def report(self, record: RunRecord) -> None:
         """Show one record (from any thread)."""
         with self._lock:
-            if self.mode == "json":
-                sys.stdout.write(json.dumps(record.as_json(), default=str) + "\n")
-                sys.stdout.flush()
-            elif self.mode == "live" and record.record == "message":
-                pass  # the live table shows each session's latest message
-            elif self._live is not None:
-                self._waiting.append(f"[dim]>[/] {safe(record.text)}")
-            elif self._plain:
-                sys.stdout.write(f"> {visible(record.text)}\n")
-                sys.stdout.flush()
-            else:
-                console.print(f"[dim]>[/] {safe(record.text)}")
+            if self.reader_gone:
+                return
+            try:
+                self._show(record)
+            except BrokenPipeError:
+                self._reader_went()
+
+    def _show(self, record: RunRecord) -> None:
+        """Write one record as the mode says (lock held)."""
+        if self.mode == "json":
+            sys.stdout.write(json.dumps(record.as_json(), default=str) + "\n")
+            sys.stdout.flush()
+        elif self.mode == "live" and record.record == "message":
+            pass  # the live table shows each session's latest message
+        elif self._live is not None:
+            self._waiting.append(f"[dim]>[/] {safe(record.text)}")
+        elif self._plain:
+            sys.stdout.write(f"> {visible(record.text)}\n")
+            sys.stdout.flush()
+        else:
+            console.print(f"[dim]>[/] {safe(record.text)}")
+
+    def _reader_went(self) -> None:
+        """The pipe's reader closed it: stop writing to it, and ask the run to stop.
+
+        Standard output is pointed at /dev/null, so neither the records still to come
+        nor the interpreter's flush at exit raise on the closed pipe again."""
+        self.reader_gone = True
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
+        sys.stderr.write(
+            "turnkeeper: the output's reader has gone; stopping after the turns in flight "
+            "reach their durable end\n"
+        )
+        if self.on_reader_gone is not None:
+            self.on_reader_gone()
 
     def note(self, text: str) -> None:
         """A line that is no session's (what a first Ctrl-C waits for)."""
