@@ -9,16 +9,18 @@ identity) and ``kill_tree`` never signals it.
 
 :class:`CrashAfterStartHost` starts a turn whose process is already dead (the
 identity of a process the benchmark started and SIGKILLed) and then "crashes the
-control plane": reading the host's events raises :class:`SimulatedCrash`, a
-``BaseException`` that unwinds through the driver like a SIGKILL would stop it,
-leaving the turn accepted and host-started with no receipt.
+control plane": after its first event (the host session bound, which the driver
+journals at once, and the host's start with it), reading the next raises
+:class:`SimulatedCrash`, a ``BaseException`` that unwinds through the driver like a
+SIGKILL would stop it, leaving the turn accepted and host-started with no receipt.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from turnkeeper.host_reports import ProcessIdentity
+from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.hosts import TurnRequest, process_tree
 from turnkeeper.hosts.base import Emit
 from turnkeeper.hosts.inprocess import InProcessHost, InProcessRun
@@ -70,7 +72,8 @@ class CrashAfterStartHost(InProcessHost):
 
     def start(self, request: TurnRequest) -> InProcessRun:
         self.started.append(request.turn_id)
-        return super().start(request)
+        handle = request.host_session_handle or f"noop-{request.turn_id}"
+        return _CrashAfterStartRun(request, handle, _crash, self.identify(request))
 
     def identify(self, request: TurnRequest) -> ProcessIdentity:
         return ProcessIdentity(
@@ -79,3 +82,13 @@ class CrashAfterStartHost(InProcessHost):
             boot_id=process_tree.boot_id(),
             marker=request.turn_id,
         )
+
+
+class _CrashAfterStartRun(InProcessRun):
+    """Binds the host session, then "kills the control plane" as it reads on."""
+
+    def events(self, after_seq: int = 0, *, follow: bool = True) -> Iterator[HostEvent]:
+        del follow
+        if after_seq < 1:
+            yield HostEvent(seq=1, kind="session.bound", data={"handle": self._handle})
+        raise SimulatedCrash("the control plane was killed while the host ran")

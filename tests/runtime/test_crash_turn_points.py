@@ -21,6 +21,7 @@ import pytest
 
 from tests.runtime.crash_support import (
     CRASH_PAUSED_ON_T2,
+    TITLE_B,
     TODO_A,
     TODO_B,
     CliResult,
@@ -31,6 +32,7 @@ from tests.runtime.crash_support import (
     assert_finished_intact,
     assert_left_paused_mid_turn,
     assert_written_back_once,
+    bound_then_silent_turn,
     paused_on_t2_script,
     run_side_by_side,
     snapshot,
@@ -62,10 +64,12 @@ PHASE_LEFT = {
 # Rows of the recovery table: no receipt -> lost + continuation; receipt -> write back.
 LOST_POINTS = frozenset({"turn.accepted", "host.spawned", "host.started", "host.events"})
 # How often the killed turn's host had run when the control plane died, as a set of
-# possible counts. At host.spawned/host.started the host process exists, but the
-# control plane hands it its request on stdin from a writer thread: a kill that lands
-# before that thread ran leaves a host with no request, which exits without running a
-# step (and without a line in runs.jsonl). Either way it never runs after the crash.
+# possible counts. At host.spawned the host process exists, but the control plane
+# hands it its request on stdin from a writer thread: a kill that lands before that
+# thread ran leaves a host with no request, which exits without running a step (and
+# without a line in runs.jsonl). At host.started the same holds when the start was
+# journaled alone, after a second of silence (a loaded machine). Either way it never
+# runs after the crash.
 RUNS_AT_CRASH = {
     "turn.accepted": {0},
     "host.spawned": {0, 1},
@@ -106,7 +110,12 @@ def _crash(project: CrashProject, point: str) -> tuple[TurnHistory, dict[int, st
         assert in_flight.envelope.turn_id == killed.turn_id
         assert in_flight.phase == PHASE_LEFT[point]
         assert killed.terminals == []
-    if point in ("host.spawned", "host.started"):
+    said_nothing = point == "host.spawned" or (
+        # The start is journaled with the host's first event (its session bound), or
+        # alone once the host has been silent for a second (a loaded machine).
+        point == "host.started" and in_flight is not None and in_flight.last_host_seq == 0
+    )
+    if said_nothing:
         # Killed before the host emitted anything: it exits at its first event (its
         # stdout pipe has no reader). Wait for that, so the count below is final.
         project.wait_for_orphans(killed.turn_id)
@@ -118,6 +127,13 @@ def _crash(project: CrashProject, point: str) -> tuple[TurnHistory, dict[int, st
         # Paused mid-turn: the host and its setsid `sleep 600` outlived the control plane.
         assert_left_paused_mid_turn(session, project.runs(), survivors, killed.turn_id)
         assert project.pause_file.exists()
+    elif point == "host.started" and not said_nothing:
+        # Killed right after the host's start was journaled with its first event (the
+        # session bound): the host sleeps on without a word, alive for the restart to
+        # end, and nothing else of the project runs.
+        assert in_flight is not None and in_flight.last_host_seq == 1
+        host_pid = next(r["pid"] for r in project.runs() if r["turn_id"] == killed.turn_id)
+        assert survivors == {host_pid: killed.turn_id}
     else:
         assert survivors == {}
     return killed, survivors
@@ -133,7 +149,10 @@ class Outcome:
 
 
 def _scenario(factory: ProjectFactory, root: Path, point: str) -> Outcome:
-    script = paused_on_t2_script() if point in LOST_POINTS else standard_script()
+    if point == "host.started":
+        script = standard_script(bound_then_silent_turn(TITLE_B))
+    else:
+        script = paused_on_t2_script() if point in LOST_POINTS else standard_script()
     project = factory.make(root, script)
     killed, survivors = _crash(project, point)
     after_crash = snapshot(project)
@@ -179,8 +198,9 @@ def _check_lost_row(point: str, outcome: Outcome, turns: dict[str, TurnHistory])
     proof = turns[killed.turn_id].lost_proof
     assert proof is not None
     probed_alive = [p.alive for p in report.probed.host_processes]
-    if point == "host.events":
-        # The survivors (host and its detached child) were found by marker and ended.
+    if outcome.survivors:
+        # The survivors (the host, with its detached child at host.events) were found
+        # by marker and ended.
         assert proof["ended"] == "killed"
         assert set(outcome.survivors) <= set(proof["killed_pids"])
         killed_action = next(a for a in report.actions if a.kind == "killed_process")
@@ -190,6 +210,7 @@ def _check_lost_row(point: str, outcome: Outcome, turns: dict[str, TurnHistory])
     else:
         assert proof["ended"] == "proven_gone"
         assert kinds == ["turn_marked_lost", "continuation_queued"]
+        # The identity journaled at host.started names a process that is gone.
         assert probed_alive == ([False] if point == "host.started" else [])
 
 

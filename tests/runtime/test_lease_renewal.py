@@ -105,10 +105,12 @@ def test_a_host_running_for_several_leases_keeps_its_session(tmp_path: Path) -> 
         records = list(store.read_stream(f"session:{session.session_id}"))
         types = [r.type for r in records]
         assert types.count("turn.completed") == 2
-        # Each turn spans three leases, so the keeper renewed at least twice per turn,
-        # between host start and the receipt.
-        first = types.index("turn.host_started")
+        # Each turn spans three leases, so the keeper renewed at least twice per turn
+        # while its host ran: between the turn's acceptance and its receipt (the host's
+        # start is journaled with its first events, after the renewals).
+        first = types.index("turn.accepted")
         receipt = types.index("turn.receipt_recorded", first)
         assert types[first:receipt].count("session.lease_renewed") >= 2
+        assert types.index("turn.host_started", first) < receipt
     finally:
         store.close()

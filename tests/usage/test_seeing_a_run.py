@@ -23,6 +23,7 @@ import re
 import select
 import subprocess
 import time
+from datetime import datetime
 from typing import Any
 
 from tests.usage.project import UserProject, turnkeeper_executable, wait_for
@@ -291,3 +292,34 @@ def test_run_into_head_stops_when_head_has_read_enough(user_project: UserProject
     turns = user_project.tk_json("turn", "list", sid)["turns"]
     assert 1 <= len(turns) < len(todos), turns
     assert {t["outcome"] for t in turns} == {"completed"}, turns
+
+
+def test_a_silent_host_shows_its_process_within_a_second(user_project: UserProject) -> None:
+    # A host's start is journaled with the turn's next write (its first events, its
+    # receipt), or alone once it has been silent for a second: an agent that thinks
+    # for long before printing anything still shows in ``session show`` as started,
+    # with its process, while it thinks.
+    go = user_project.root.parent / "silent.go"
+    script = f"""#!/bin/sh
+n=0; while [ ! -e '{go}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+echo '{RESULT}'
+"""
+    agent = user_project.agent("silent", script)
+    sid = _session(user_project, "g", ["t1"], {"command": [str(agent)], "event_format": "jsonl"})
+    run = user_project.start("run", "--json")
+
+    def started() -> bool:
+        in_flight = user_project.tk_json("session", "show", sid)["in_flight"]
+        return in_flight is not None and in_flight["phase"] == "host_started"
+
+    wait_for(started, timeout=60, what="the silent host's start in the journal")
+    in_flight = user_project.tk_json("session", "show", sid)["in_flight"]
+    pid = in_flight["process"]["pid"]
+    assert os.path.exists(f"/proc/{pid}"), in_flight  # the host still thinks
+    go.touch()
+    assert run.wait() == 0, run.output()
+    detail = user_project.tk_json("turn", "show", in_flight["envelope"]["turn_id"])
+    phases = {step["phase"]: datetime.fromisoformat(step["at"]) for step in detail["phases"]}
+    assert list(phases)[:3] == ["accepted", "host_started", "receipt"], detail["phases"]
+    # Journaled a second on, dated when the host started: before its receipt.
+    assert phases["accepted"] <= phases["host_started"] < phases["receipt"], phases

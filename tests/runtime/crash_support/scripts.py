@@ -80,6 +80,18 @@ def paused_turn(title: str, path: str, *, attempt: int = 1) -> dict[str, Any]:
     }
 
 
+def bound_then_silent_turn(title: str, *, attempt: int = 1) -> dict[str, Any]:
+    """A turn that binds its host session (an urgent event: the driver journals it at
+    once, with the host's start) and then sleeps without a word: a control plane killed
+    right after that journal write leaves the host alive and silent, so it does not
+    end itself on a broken pipe. Its result would claim the todo done."""
+    return {
+        "match": _match(title, attempt, None),
+        "steps": [{"op": "sleep", "seconds": 600}],
+        "result": {"todo_done": True},
+    }
+
+
 def fault_turn(title: str, path: str, fault: dict[str, Any], *, attempt: int = 1) -> dict[str, Any]:
     """A turn that writes half its work and then fails its host with ``fault``."""
     return {

@@ -154,7 +154,7 @@ def host_started(
             host_kind=command.host_kind,
             process=command.process,
             host_session_handle=command.host_session_handle,
-            at=now,
+            at=command.started_at if command.started_at is not None else now,
         )
     ]
 

@@ -88,6 +88,9 @@ class RecordHostStarted(_Fenced):
     host_kind: Id
     process: ProcessIdentity
     host_session_handle: Id | None = None
+    # When the host started, if that is earlier than this command is decided: its
+    # start is journaled with the turn's next write (runtime/turn/host_start.py).
+    started_at: AwareDatetime | None = None
 
 
 class RecordHostEvents(_Fenced):

@@ -99,9 +99,11 @@ class TurnCommits:
         complete: bool,
         artifact_digest: str | None,
         artifact_path: str | None = None,
+        started: Sequence[SessionCommand] = (),
     ) -> WriteBackResult:
         """Write back (goal) and record it (session), with the receipt first when given
-        and the completion last when ``complete``: one atomic, durable commit."""
+        and the completion last when ``complete``: one atomic, durable commit. The
+        host's start, when no earlier write took it (``started``), goes before all."""
         sid = session.session_id
         note = _WriteBackNote()
         # The snapshot is taken before the commit that completes the turn: taking it
@@ -115,7 +117,7 @@ class TurnCommits:
 
         def session_commands() -> list[SessionCommand]:
             token = self._token(sid)
-            commands: list[SessionCommand] = []
+            commands: list[SessionCommand] = list(started)
             if receipt is not None:
                 commands.append(
                     RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
@@ -149,6 +151,15 @@ class TurnCommits:
             ],
         )
         return note.result
+
+    def session(
+        self, sid: str, commands: Sequence[SessionCommand], *, durable: bool = True
+    ) -> None:
+        """``commands`` in one commit of the session stream, each decided on the state
+        the one before it left (a host's start with its first events, say)."""
+        decide_and_append_many(
+            self._store, [self._session_plan(sid, lambda: commands)], durable=durable
+        )
 
     def complete(
         self,

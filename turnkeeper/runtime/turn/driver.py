@@ -43,7 +43,6 @@ from turnkeeper.kernel.session import (
     InteractionContract,
     LeaseToken,
     NextTurn,
-    RecordHostEvents,
     RecordHostStarted,
     RecordReceipt,
     SessionState,
@@ -63,6 +62,7 @@ from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.turn.commits import TurnCommits
 from turnkeeper.runtime.turn.effects import EffectRunner, EffectsSummary
 from turnkeeper.runtime.turn.event_pump import TIMED_OUT, CappedEvents, EventBatcher, feed_of
+from turnkeeper.runtime.turn.host_journal import PendingStart, journal_host
 from turnkeeper.runtime.turn.host_receipts import (
     artifact_digest,
     artifact_path,
@@ -193,18 +193,18 @@ class TurnDriver:
             # failure puts the turn under the bounded recovery policy instead.
             return self._finish(session, envelope, _spawn_failure(error))
         crash_point("host.spawned")
-        self._sessions.execute(
-            sid,
+        # Journaled with the turn's next write (runtime/turn/host_start.py): the recovery
+        # table finds the process by marker if it is lost.
+        start = PendingStart(
             RecordHostStarted(
                 lease=self._token(sid),
                 turn_id=envelope.turn_id,
                 host_kind=session.host_kind,
                 process=run.identity,
-            ),
-            durable=False,  # the recovery table finds the process by marker if this is lost
+                started_at=self._sessions.now(),
+            )
         )
-        crash_point("host.started")
-        return self._follow(session, envelope, run, after_seq=0)
+        return self._follow(session, envelope, run, after_seq=0, start=start)
 
     def continue_reattached(self, session: SessionState, attached: Reattached) -> TurnResult:
         """Finish the turn in flight that a runner kept running while no control plane
@@ -226,14 +226,20 @@ class TurnDriver:
         return self._follow(session, turn.envelope, attached.run, after_seq=attached.after_seq)
 
     def _follow(
-        self, session: SessionState, envelope: TurnEnvelope, run: HostRun, *, after_seq: int
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        run: HostRun,
+        *,
+        after_seq: int,
+        start: PendingStart | None = None,
     ) -> TurnResult:
         """Journal a started host's events after ``after_seq`` until it ends, then its
-        outcome."""
+        outcome (with the host's ``start`` first, if no write took it yet)."""
         sid = session.session_id
         with self._hosts.tracking(sid, envelope.turn_id, run):
             try:
-                outcome = self._pump(session, envelope, run, after_seq)
+                outcome = self._pump(session, envelope, run, after_seq, start)
             except BaseException:
                 # The turn can no longer be journaled (fenced off, store gone, a
                 # signal): its host must not run on unwatched.
@@ -243,7 +249,7 @@ class TurnDriver:
             # The process exits by its signal any moment now (the handler that ended
             # the host sends it next): record nothing more.
             raise SystemExit(f"turn {envelope.turn_id} ended by the control plane's exit")
-        result = self._finish(session, envelope, outcome)
+        result = self._finish(session, envelope, outcome, start)
         forget_turn(run)
         return result
 
@@ -300,7 +306,12 @@ class TurnDriver:
         )
 
     def _pump(
-        self, session: SessionState, envelope: TurnEnvelope, run: HostRun, after_seq: int = 0
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        run: HostRun,
+        after_seq: int = 0,
+        start: PendingStart | None = None,
     ) -> HostOutcome:
         """Journal the host's events in order while it runs, renewing our lease meanwhile.
 
@@ -319,15 +330,28 @@ class TurnDriver:
         read = after_seq
 
         def journal(events: list[HostEvent]) -> None:
-            if events:
-                self._journal(sid, envelope.turn_id, events, durable=ack is not None)
+            started = start.take() if start is not None else []
+            if events or started:
+                journal_host(
+                    self._commits,
+                    sid,
+                    self._token(sid),
+                    envelope.turn_id,
+                    events,
+                    started,
+                    durable=ack is not None,
+                )
             if ack is not None and read > after_seq:
                 ack(read)
+
+        def wait_seconds() -> float | None:
+            events_wait = batch.wait_seconds()
+            return events_wait if start is None else start.wait_seconds(events_wait)
 
         self._watch("host_started", sid, envelope)
         with self.lease_keeper.keeping(sid):
             feed = feed_of(run, after_seq, envelope.turn_id)
-            while (item := feed.next(timeout=batch.wait_seconds())) is not None:
+            while (item := feed.next(timeout=wait_seconds())) is not None:
                 if item is TIMED_OUT:
                     journal(batch.take())
                     continue
@@ -363,30 +387,19 @@ class TurnDriver:
         except Exception:
             log.exception("turn %s: the run display failed on %s", envelope.turn_id, what)
 
-    def _journal(
-        self, sid: str, turn_id: str, batch: list[HostEvent], *, durable: bool = False
-    ) -> None:
-        handle = next(
-            (
-                str(e.data["handle"])
-                for e in batch
-                if e.kind == "session.bound" and isinstance(e.data.get("handle"), str)
-            ),
-            None,
-        )
-        events = tuple(batch)  # the host's own records, journaled as they are
-        command = RecordHostEvents(
-            lease=self._token(sid), turn_id=turn_id, events=events, host_session_handle=handle
-        )
-        self._sessions.execute(sid, command, durable=durable)
-        crash_point("host.events")
-
     # --- receipt, write-back, completion ------------------------------------------------
 
     def _finish(
-        self, session: SessionState, envelope: TurnEnvelope, outcome: HostOutcome
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        outcome: HostOutcome,
+        start: PendingStart | None = None,
     ) -> TurnResult:
+        """The receipt, and for a turn that needs no outside work its write-back and
+        completion, in one commit; the host's ``start`` goes first if still unjournaled."""
         sid = session.session_id
+        started = start.take() if start is not None else []
         token = self._token(sid)
         outcome, parsed = checked_result(outcome)
         if parsed is not None:
@@ -429,12 +442,16 @@ class TurnDriver:
                 complete=True,
                 artifact_digest=receipt.host_artifact_digest,
                 artifact_path=artifact_path(parsed),
+                started=started,
             )
+            if started:
+                crash_point("host.started")
             crash_point("completed")
         else:
-            self._sessions.execute(
-                sid, RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
-            )
+            recorded = RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
+            self._commits.session(sid, [*started, recorded])
+            if started:
+                crash_point("host.started")
             crash_point("receipt")
             if isinstance(receipt, ReceiptSuccess):
                 self.complete_from_receipt(self._sessions.load(sid), envelope, receipt, parsed)
