@@ -62,9 +62,19 @@ def with_parent_death(args: list[str]) -> list[str]:
     return [*_parent_death, *args]
 
 
+# One pass, so a value that itself holds a placeholder (instructions quoting
+# "{workspace}", a todo title) reaches the command as written. Compiled once: building
+# and looking up the pattern cost more than the substitution, every turn.
+_PLACEHOLDER = re.compile(
+    r"\{(?:instructions|workspace|turn_id|session_id|attempt|handle|todo_id|todo_title)\}"
+)
+
+
 def substitute(args: list[str], request: TurnRequest) -> list[str]:
     """The placeholders of ``command`` / ``resume_command`` filled in from the request
     (plain substring replacement, so JSON braces in an argument are safe)."""
+    if not any("{" in template for template in args):
+        return list(args)  # the usual host command names no placeholder
     values = {
         "{instructions}": request.instructions,
         "{workspace}": str(request.workspace),
@@ -75,10 +85,7 @@ def substitute(args: list[str], request: TurnRequest) -> list[str]:
         "{todo_id}": request.todo_id or "",
         "{todo_title}": request.todo_title or "",
     }
-    # One pass, so a value that itself holds a placeholder (instructions quoting
-    # "{workspace}", a todo title) reaches the command as written.
-    pattern = re.compile("|".join(re.escape(token) for token in values))
-    return [pattern.sub(lambda m: values[m.group(0)], template) for template in args]
+    return [_PLACEHOLDER.sub(lambda m: values[m.group(0)], template) for template in args]
 
 
 # A variable a host config passes on: a name, or a prefix ending in ``*``.
