@@ -42,6 +42,7 @@ from turnkeeper.hosts.procfs import (
     PROC,
     ProcStat,
     read_cmdline,
+    read_file,
     read_marker,
     read_stat,
     signal_exact,
@@ -177,8 +178,7 @@ def _hierarchy() -> tuple[Path, Path]:
         raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
     try:
         mount = _mount()
-        with open(OWN_CGROUP) as own_file:
-            own = own_cgroup(own_file.read())
+        own = own_cgroup(read_file(os.fspath(OWN_CGROUP)).decode())
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
     if mount is None:
@@ -248,8 +248,9 @@ class TurnCgroup:
         found: set[int] = set()
         for cgroup in tree:
             try:
-                with open(os.path.join(cgroup, "cgroup.procs")) as procs:
-                    found.update(int(p) for p in procs.read().split())
+                found.update(
+                    int(p) for p in read_file(os.path.join(cgroup, "cgroup.procs")).split()
+                )
             except FileNotFoundError:
                 continue  # removed meanwhile
             except OSError as exc:
