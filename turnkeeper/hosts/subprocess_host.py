@@ -394,7 +394,8 @@ class SubprocessRun:
                     "message": f"host adapter could not finish the turn: {exc!r}",
                 }
                 outcome = HostOutcome.model_validate(failed)
-        if self._contained is not None:
+        if self._contained is not None and outcome.containment != self._contained.kind:
+            # An adapter that built its own outcome: say how the turn was contained.
             outcome = outcome.model_copy(update={"containment": self._contained.kind})
         self._outcome = outcome
         # Done before the log closes: the driver, woken by the close as the last
@@ -450,4 +451,5 @@ class SubprocessRun:
             stderr_tail=self._stderr.decode(errors="replace"),
             stragglers_killed=stragglers,
             duration_seconds=round(time.monotonic() - self._started, 3),
+            containment="none" if self._contained is None else self._contained.kind,
         )
