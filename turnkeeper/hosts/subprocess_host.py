@@ -71,7 +71,11 @@ from turnkeeper.hosts.launch import (
     with_parent_death,
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
-from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
+from turnkeeper.hosts.subprocess_config import (
+    SubprocessHostConfig,
+    validate_config,
+    validated_config,
+)
 from turnkeeper.hosts.worker_threads import TURN_THREADS
 from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
@@ -102,8 +106,9 @@ class SubprocessHost:
     def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self._config = dict(config or {})
         # Fail at load, not at turn; kept, so a turn whose request overrides nothing
-        # (every turn the driver starts) does not validate the same layers again.
-        self._validated = validate_config(SubprocessHostConfig, self._config)
+        # (every turn the driver starts) does not validate the same layers again, and
+        # by content, as the driver loads the host anew for every turn.
+        self._validated = validated_config(SubprocessHostConfig, self._config)
 
     def start(self, request: TurnRequest) -> SubprocessRun:
         cfg = (
