@@ -38,17 +38,21 @@ OVERFLOW_SLACK_BYTES = 64 * 1024
 TRUNCATION_RESERVE_BYTES = 1024
 
 
+# Compact JSON, as events and results are measured. default=str: measuring must never
+# fail on a value the host put in (an in-process callable may emit any object); the
+# journal validates it later. One encoder for all: ``json.dumps`` with options builds
+# a new one per call, which cost more than encoding a small event.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def encode_event(kind: str, data: Mapping[str, object]) -> bytes:
     """The bytes an event is measured (and digested) by."""
-    obj = {"kind": kind, "data": data}
-    # default=str: measuring must never fail on a value the host put in (an
-    # in-process callable may emit any object); the journal validates it later.
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    return _COMPACT.encode({"kind": kind, "data": data}).encode()
 
 
 def result_size(result: Mapping[str, object]) -> int:
     """The size of a host's result in the receipt, as compact JSON."""
-    return len(json.dumps(result, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+    return len(_COMPACT.encode(result).encode())
 
 
 def oversized_result(result: Mapping[str, object], limits: TurnLimits) -> str | None:
