@@ -139,7 +139,7 @@ def spawn(
     """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
     template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
     args = substitute(template or cfg.command, request)
-    if not request.workspace.is_dir():
+    if not os.path.isdir(request.workspace):
         raise HostSpawnFailed(f"workspace {request.workspace} is not a directory")
     stdin_data: bytes | None = None
     if cfg.stdin == "instructions":
