@@ -336,8 +336,8 @@ def _turns_dir() -> str:
         raise CgroupUnavailableError(f"{parent} is not writable by this process")
     if len(_made) >= _OWN_DIRS_MAX:
         _made.clear()
-    _made[key] = os.fspath(parent)
-    return _made[key]
+    made = _made[key] = os.fspath(parent)
+    return made
 
 
 def _make_dir(path: str) -> None:
