@@ -326,6 +326,23 @@ def test_kill_turn_processes_ends_the_cgroup_a_crashed_control_plane_left(
 
 
 @needs_cgroup
+def test_a_member_of_a_cgroup_nested_in_an_otherwise_empty_one_is_ended(turn_id: str) -> None:
+    # The turn's own cgroup holds no process, one it made does: the end does not take
+    # it for empty (rmdir refuses it), it kills that member and removes both.
+    cgroup = cgroups.create(turn_id)
+    inner = cgroups.TurnCgroup(turn_id, os.path.join(cgroup.directory, "inner"))
+    os.mkdir(inner.directory)
+    proc = _place(inner, "exec sleep 600")
+    wait_until(lambda: inner.pids() == [proc.pid], what="the nested member")
+    assert cgroup._members([cgroup.directory]) == []
+    ended = cgroups.end(cgroup, protected={os.getpid()}, timeout=5)
+    assert ended.removed and list(ended.members) == [proc.pid]
+    assert proc.wait(5) == -signal.SIGKILL
+    process_tree.unregister_owned_child(proc.pid)
+    assert not cgroup.exists()
+
+
+@needs_cgroup
 def test_an_empty_turn_cgroup_is_removed_without_freezing_or_killing(
     turn_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

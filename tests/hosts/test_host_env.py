@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.hosts.conftest import MakeRequest
+from turnkeeper.hosts.base import TurnRequest
 from turnkeeper.hosts.launch import process_env
 from turnkeeper.hosts.subprocess_host import SubprocessHost
 
@@ -90,3 +91,33 @@ def test_only_the_values_passed_on_are_read(
     assert sorted(environ.read) == sorted(passed)
     assert {k: env[k] for k in passed} == {k: INHERITED[k] for k in passed}
     assert "OPENAI_API_KEY" not in env and "PGPASSWORD" not in env
+
+
+def test_a_changed_environment_or_config_is_never_served_from_the_cache(
+    make_request: MakeRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What passes is remembered per source and config (hosts/launch.py): a variable set
+    # or unset since, another config or another runner environment is filtered afresh.
+    request = make_request()
+
+    def passed(request: TurnRequest = request, **config: Any) -> dict[str, str]:
+        config = {"inherit_env": False, "pass_env": ["MYAPP_*"], **config}
+        return process_env(request, {}, **config)
+
+    monkeypatch.setenv("MYAPP_MODE", "one")
+    monkeypatch.setenv("OTHER_VAR", "x")
+    assert passed()["MYAPP_MODE"] == "one"
+    assert passed()["MYAPP_MODE"] == "one"  # served again
+    monkeypatch.setenv("MYAPP_MODE", "two")
+    assert passed()["MYAPP_MODE"] == "two"
+    monkeypatch.delenv("MYAPP_MODE")
+    assert "MYAPP_MODE" not in passed()
+    monkeypatch.setenv("MYAPP_MODE", "three")
+    assert "MYAPP_MODE" not in passed(pass_env=[])
+    assert passed(inherit_env=True)["OTHER_VAR"] == "x"
+    assert "OTHER_VAR" not in passed()
+    runner_env = dict(INHERITED)
+    assert passed(make_request(inherited_env=runner_env))["MYAPP_MODE"] == "test"
+    runner_env["MYAPP_MODE"] = "changed"
+    assert passed(make_request(inherited_env=runner_env))["MYAPP_MODE"] == "changed"
+    assert passed()["MYAPP_MODE"] == "three"  # this process's own, not the runner's

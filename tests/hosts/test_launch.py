@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tests.hosts.conftest import MakeRequest
 from turnkeeper.hosts import launch
 
 
@@ -40,3 +41,20 @@ def test_a_program_named_by_path_that_is_not_executable_is_refused(tmp_path: Pat
     assert launch.unrunnable("./run.sh", "", tmp_path) is None
     script.chmod(0o644)
     assert launch.unrunnable("./run.sh", "", tmp_path) == "[Errno 13] Permission denied: './run.sh'"
+
+
+def test_placeholders_are_filled_in_one_pass_and_other_braces_are_kept(
+    make_request: MakeRequest,
+) -> None:
+    request = make_request(instructions="quote {workspace} as is", todo_title="t {attempt}")
+    args = ["agent", "{instructions}", "{todo_title}|{attempt}|{turn_id}", '{"json": {}}', "{x}"]
+    assert launch.substitute(args, request) == [
+        "agent",
+        "quote {workspace} as is",
+        f"t {{attempt}}|1|{request.turn_id}",
+        '{"json": {}}',
+        "{x}",
+    ]
+    plain = ["true", "--flag"]
+    filled = launch.substitute(plain, request)
+    assert filled == plain and filled is not plain  # the caller's list is never the one used

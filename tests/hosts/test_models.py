@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from turnkeeper.errors import InvalidArgument
 from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.hosts import HostErrorKind, HostOutcome, HostStatus, TurnRequest
 from turnkeeper.hosts._events import EventLog, ProtocolError, dig, parse_jsonl_line
+from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validated_config
+from turnkeeper.hosts.subprocess_host import SubprocessHost
 
 
 def test_outcome_requires_error_kind_iff_failed() -> None:
@@ -69,3 +72,29 @@ def test_event_log_follow_and_reattach() -> None:
     assert [e.seq for e in log.iter(2)] == [3]
     with pytest.raises(RuntimeError):
         log.append("d", {})
+
+
+def test_a_host_config_is_validated_again_whenever_its_content_differs() -> None:
+    # Validated configs are remembered by content with every value's type
+    # (hosts/subprocess_config.py): a changed config never gets a stale model.
+    model = SubprocessHostConfig
+    first = validated_config(model, {"command": ["a"], "env": {"K": "1"}})
+    assert validated_config(model, {"command": ["a"], "env": {"K": "1"}}) is first
+    assert validated_config(model, {"command": ["b"], "env": {"K": "1"}}).command == ["b"]
+    assert validated_config(model, {"command": ["a"], "env": {"K": "2"}}).env == {"K": "2"}
+    with pytest.raises(InvalidArgument):  # equal to nothing remembered: rejected again
+        validated_config(model, {"command": ["a"], "env": {"K": 1}})
+    with pytest.raises(InvalidArgument):
+        validated_config(model, {"command": ["a"], "env": {"K": 1}})
+    one = validated_config(model, {"command": ["a"], "max_line_bytes": 1})
+    # True == 1 in Python, but they are different configs.
+    assert validated_config(model, {"command": ["a"], "max_line_bytes": True}) is not one
+    assert validated_config(model, {"command": ["a"], "drain_seconds": -0.0}) is not (
+        validated_config(model, {"command": ["a"], "drain_seconds": 0.0})
+    )
+    # Not plain JSON (a tuple): validated every time.
+    odd = {"command": ("a",)}
+    assert validated_config(model, odd) is not validated_config(model, odd)
+    host = SubprocessHost({"command": ["c"]})
+    assert SubprocessHost({"command": ["c"]})._validated is host._validated
+    assert SubprocessHost({"command": ["d"]})._validated.command == ["d"]

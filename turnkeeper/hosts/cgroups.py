@@ -42,6 +42,7 @@ from turnkeeper.hosts.procfs import (
     PROC,
     ProcStat,
     read_cmdline,
+    read_file,
     read_marker,
     read_stat,
     signal_exact,
@@ -177,8 +178,7 @@ def _hierarchy() -> tuple[Path, Path]:
         raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
     try:
         mount = _mount()
-        with open(OWN_CGROUP) as own_file:
-            own = own_cgroup(own_file.read())
+        own = own_cgroup(read_file(os.fspath(OWN_CGROUP)).decode())
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
     if mount is None:
@@ -207,27 +207,33 @@ class TurnCgroup:
     """One turn's cgroup directory."""
 
     turn_id: str
-    path: Path
+    # A plain string, the Path made only when asked for: on the per-turn path every
+    # Path join and parse costs more than the read or write it names (pathlib was 12%
+    # of a turn's controller CPU).
+    directory: str
+
+    @functools.cached_property
+    def path(self) -> Path:
+        return Path(self.directory)
 
     @property
     def procs_file(self) -> Path:
         return self.path / "cgroup.procs"
 
-    def exists(self) -> bool:
-        return self.path.is_dir()
+    @property
+    def procs_path(self) -> str:
+        """``cgroup.procs`` as a string (what a host writes to join)."""
+        return os.path.join(self.directory, "cgroup.procs")
 
-    @functools.cached_property
-    def _dir(self) -> str:
-        # Plain strings on the per-turn path: every Path join and parse costs more than
-        # the read or write it names (pathlib was 12% of a turn's controller CPU).
-        return os.fspath(self.path)
+    def exists(self) -> bool:
+        return os.path.isdir(self.directory)
 
     def _tree(self) -> list[str]:
         """This cgroup and any it holds (an agent running as root may make some), deepest
         first: the order ``rmdir`` needs. Unreadable directories are skipped, as
         ``os.walk`` skips them."""
         dirs: list[str] = []
-        pending = [self._dir]
+        pending = [self.directory]
         while pending:
             try:
                 with os.scandir(pending.pop()) as listing:
@@ -237,8 +243,8 @@ class TurnCgroup:
             dirs.extend(found)
             pending.extend(d for d in found if not os.path.islink(d))
         if not dirs:  # the usual case: a turn's cgroup holds no cgroup of its own
-            return [self._dir]
-        return [*sorted(dirs, key=lambda d: d.count("/"), reverse=True), self._dir]
+            return [self.directory]
+        return [*sorted(dirs, key=lambda d: d.count("/"), reverse=True), self.directory]
 
     def pids(self) -> list[int]:
         return self._members(self._tree())
@@ -248,8 +254,9 @@ class TurnCgroup:
         found: set[int] = set()
         for cgroup in tree:
             try:
-                with open(os.path.join(cgroup, "cgroup.procs")) as procs:
-                    found.update(int(p) for p in procs.read().split())
+                found.update(
+                    int(p) for p in read_file(os.path.join(cgroup, "cgroup.procs")).split()
+                )
             except FileNotFoundError:
                 continue  # removed meanwhile
             except OSError as exc:
@@ -268,7 +275,7 @@ class TurnCgroup:
 
     def _write(self, name: str, value: str) -> bool:
         try:
-            with open(os.path.join(self._dir, name), "w") as control:
+            with open(os.path.join(self.directory, name), "w") as control:
                 control.write(value)
         except FileNotFoundError:
             return False  # removed meanwhile, or a kernel without that file
@@ -301,18 +308,26 @@ class TurnCgroup:
         return ""
 
 
-# The turns directories this process made (or found) and could write to: checked
-# again only when making a turn's cgroup in one fails, so a turn pays one mkdir, not
-# three calls. One per cgroup this process was in; cleared with _own_dirs' bound.
-_made: set[Path] = set()
+# The turns directories this process made (or found) and could write to, as strings,
+# by our own cgroup directory and the turns directory's name (tests use others):
+# checked again only when making a turn's cgroup in one fails, so a turn pays one
+# mkdir, not three calls and a Path join. One per cgroup this process was in; cleared
+# with _own_dirs' bound.
+_made: dict[tuple[Path, str], str] = {}
 
 
 def turns_dir() -> Path:
     """``<our cgroup>/turnkeeper.turns``, made if needed (else ``CgroupUnavailableError``)."""
+    return Path(_turns_dir())
+
+
+def _turns_dir() -> str:
     _, own_dir = _hierarchy()
+    key = (own_dir, TURNS_DIR)
+    known = _made.get(key)
+    if known is not None:
+        return known
     parent = own_dir / TURNS_DIR
-    if parent in _made:
-        return parent
     try:
         parent.mkdir(exist_ok=True)
     except OSError as exc:
@@ -321,8 +336,8 @@ def turns_dir() -> Path:
         raise CgroupUnavailableError(f"{parent} is not writable by this process")
     if len(_made) >= _OWN_DIRS_MAX:
         _made.clear()
-    _made.add(parent)
-    return parent
+    made = _made[key] = os.fspath(parent)
+    return made
 
 
 def _make_dir(path: str) -> None:
@@ -338,7 +353,7 @@ def _make_dir(path: str) -> None:
 
 def create(turn_id: str) -> TurnCgroup:
     """A fresh (or this very turn's leftover) cgroup for ``turn_id``."""
-    parent = turns_dir()
+    parent = _turns_dir()
     now = time.monotonic()
     with _prune_lock:
         due = now >= _next_prune[0]
@@ -352,10 +367,10 @@ def create(turn_id: str) -> TurnCgroup:
     except CgroupUnavailableError:
         # The turns directory was removed or made read-only since it was checked:
         # check it as for a first turn (that names the cause), then try once more.
-        _made.discard(parent)
-        turns_dir()
+        _made.clear()
+        _turns_dir()
         _make_dir(path)
-    return TurnCgroup(turn_id, Path(path))
+    return TurnCgroup(turn_id, path)
 
 
 # Leftovers are pruned at the first turn of a process and then at most this often.
@@ -364,7 +379,7 @@ _prune_lock = threading.Lock()
 _next_prune = [0.0]
 
 
-def _prune_stale(parent: Path) -> None:
+def _prune_stale(parent: str) -> None:
     """Remove empty turn cgroups older than :data:`_STALE_SECONDS`.
 
     A control plane that was SIGKILLed and never restarted, or whose turn's processes
@@ -386,7 +401,7 @@ def _prune_stale(parent: Path) -> None:
                 continue
         except OSError:
             continue  # removed meanwhile
-        stale = TurnCgroup(entry.name, Path(entry.path))
+        stale = TurnCgroup(entry.name, entry.path)
         if not stale.populated() and (problem := stale.remove()):
             log.info("stale turn cgroup left in place: %s", problem)
 
@@ -401,12 +416,12 @@ def find(turn_id: str) -> TurnCgroup | None:
     name = turn_cgroup_name(turn_id)
     mine = own_dir / TURNS_DIR / name
     if mine.is_dir():
-        return TurnCgroup(turn_id, mine)
+        return TurnCgroup(turn_id, os.fspath(mine))
     for seen, (root, subdirs, _) in enumerate(os.walk(point)):
         if seen >= _SEARCH_MAX_DIRS:
             break
         if Path(root).name == TURNS_DIR and name in subdirs:
-            return TurnCgroup(turn_id, Path(root) / name)
+            return TurnCgroup(turn_id, os.path.join(root, name))
     return None
 
 
@@ -419,12 +434,17 @@ def end(cgroup: TurnCgroup, protected: Container[int], timeout: float) -> Cgroup
     frozen and members are killed one by one, never that one.
     """
     deadline = time.monotonic() + timeout
+    # Empty (the usual end: the host exited and left nothing): nothing to freeze or
+    # kill, and gone. rmdir refuses a cgroup that has a member or a cgroup of its own,
+    # so neither is lost: a member that joined after the read, or a cgroup nested in
+    # it, takes the path below. Tried first on the turn's cgroup alone: listing it for
+    # nested cgroups reads its two dozen interface files' entries.
+    alone = [cgroup.directory]
+    if not cgroup._members(alone) and not cgroup._remove(alone):
+        return CgroupEnd({}, [], removed=True)
     tree = cgroup._tree()
     first = cgroup._members(tree)
     if not first and not cgroup._remove(tree):
-        # Empty (the usual end: the host exited and left nothing): nothing to freeze
-        # or kill, and gone. rmdir refuses a cgroup that has a member, so one that
-        # joined after the read is not lost: it takes the path below.
         return CgroupEnd({}, [], removed=True)
     foreign = {pid for pid in first if pid in protected}
     if not foreign:
@@ -461,7 +481,7 @@ def unavailable_reason() -> str | None:
         return str(exc)
     try:
         done = subprocess.run(
-            ["sh", "-c", 'echo 0 > "$0"', str(probe.procs_file)],
+            ["sh", "-c", 'echo 0 > "$0"', probe.procs_path],
             capture_output=True,
             timeout=10,
             check=False,

@@ -76,7 +76,7 @@ class TurnContainment:
         """The argv to spawn: ``args`` itself, or through the cgroup's exec wrapper."""
         if self.cgroup is None:
             return args
-        return [cgroups.SHELL, "-c", cgroups.JOIN_AND_EXEC, str(self.cgroup.procs_file), *args]
+        return [cgroups.SHELL, "-c", cgroups.JOIN_AND_EXEC, self.cgroup.procs_path, *args]
 
     def track(self, identity: ProcessIdentity) -> None:
         """The host runs: its orphans are attributed to it from now on (if not contained)."""

@@ -9,9 +9,9 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -62,9 +62,19 @@ def with_parent_death(args: list[str]) -> list[str]:
     return [*_parent_death, *args]
 
 
+# One pass, so a value that itself holds a placeholder (instructions quoting
+# "{workspace}", a todo title) reaches the command as written. Compiled once: building
+# and looking up the pattern cost more than the substitution, every turn.
+_PLACEHOLDER = re.compile(
+    r"\{(?:instructions|workspace|turn_id|session_id|attempt|handle|todo_id|todo_title)\}"
+)
+
+
 def substitute(args: list[str], request: TurnRequest) -> list[str]:
     """The placeholders of ``command`` / ``resume_command`` filled in from the request
     (plain substring replacement, so JSON braces in an argument are safe)."""
+    if not any("{" in template for template in args):
+        return list(args)  # the usual host command names no placeholder
     values = {
         "{instructions}": request.instructions,
         "{workspace}": str(request.workspace),
@@ -75,10 +85,7 @@ def substitute(args: list[str], request: TurnRequest) -> list[str]:
         "{todo_id}": request.todo_id or "",
         "{todo_title}": request.todo_title or "",
     }
-    # One pass, so a value that itself holds a placeholder (instructions quoting
-    # "{workspace}", a todo title) reaches the command as written.
-    pattern = re.compile("|".join(re.escape(token) for token in values))
-    return [pattern.sub(lambda m: values[m.group(0)], template) for template in args]
+    return [_PLACEHOLDER.sub(lambda m: values[m.group(0)], template) for template in args]
 
 
 # A variable a host config passes on: a name, or a prefix ending in ``*``.
@@ -100,6 +107,61 @@ class NameMatcher:
         return name in self._exact or name.startswith(self._prefixes)
 
 
+# What of the environment ``run`` started in a host gets, by (source, inherit_env,
+# pass_env): with (a copy of) the table it was filtered from, and served only while
+# that table is still equal to it, so a variable set or unset since, another runner
+# environment or another config is filtered afresh. Filtering decodes every name of
+# ``os.environ`` (~250k instructions a turn, 4% of a ``true`` turn); comparing the
+# tables is one C-level dict comparison. Bounded: emptied when full (one entry per
+# host config, in practice).
+_passed: dict[tuple[bool, bool, tuple[str, ...]], tuple[dict[Any, Any], dict[str, str]]] = {}
+_PASSED_MAX = 64
+
+
+def _environ_table() -> dict[Any, Any] | None:
+    """``os.environ``'s own table of encoded names and values (CPython keeps one), to
+    compare whole; None where there is no such table (then nothing is cached)."""
+    table = getattr(os.environ, "_data", None)
+    return table if isinstance(table, dict) else None
+
+
+def _filtered(
+    source: Mapping[str, str], inherit_env: bool, pass_env: tuple[str, ...]
+) -> dict[str, str]:
+    wanted = NameMatcher((*CORE_ENV, *pass_env))
+    # By name first, then the value of each name passed on: ``os.environ`` decodes a
+    # value each time one is asked for, and most of the environment is not passed on
+    # (``items()`` would decode every value).
+    return {
+        k: source[k]
+        for k in source
+        if (inherit_env or wanted.matches(k)) and k not in CONTROL_PLANE_SECRETS
+    }
+
+
+def passed_env(
+    inherited_env: dict[str, str] | None, inherit_env: bool, pass_env: Iterable[str]
+) -> dict[str, str]:
+    """Of ``inherited_env`` (None: this process's environment), what a host config with
+    ``inherit_env`` and ``pass_env`` passes on. The caller must not change the dict."""
+    patterns = tuple(pass_env)
+    source: Mapping[str, str] = os.environ if inherited_env is None else inherited_env
+    table = _environ_table() if inherited_env is None else inherited_env
+    if table is None:
+        return _filtered(source, inherit_env, patterns)
+    key = (inherited_env is None, inherit_env, patterns)
+    cached = _passed.get(key)
+    if cached is not None and cached[0] == table:
+        return cached[1]
+    before = dict(table)
+    passed = _filtered(source, inherit_env, patterns)
+    if table == before:  # not changed by another thread while it was filtered
+        if len(_passed) >= _PASSED_MAX:
+            _passed.clear()
+        _passed[key] = (before, passed)
+    return passed
+
+
 def process_env(
     request: TurnRequest,
     env: dict[str, str],
@@ -109,16 +171,7 @@ def process_env(
     """The process's environment: of the one ``run`` started in, :data:`CORE_ENV` and
     what ``pass_env`` names (everything with ``inherit_env``), never the control plane's
     own credentials; then the config's ``env``, the request's, the turn's markers."""
-    inherited = os.environ if request.inherited_env is None else request.inherited_env
-    wanted = NameMatcher((*CORE_ENV, *pass_env))
-    # By name first, then the value of each name passed on: ``os.environ`` decodes a
-    # value each time one is asked for, and most of the environment is not passed on
-    # (``items()`` would decode every value, every turn).
-    base = {
-        k: inherited[k]
-        for k in inherited
-        if (inherit_env or wanted.matches(k)) and k not in CONTROL_PLANE_SECRETS
-    }
+    base = passed_env(request.inherited_env, inherit_env, pass_env)
     # The markers go last so neither config nor request can overwrite them.
     return {
         **base,

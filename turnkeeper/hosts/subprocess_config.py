@@ -9,7 +9,7 @@ docs/agents.md describes each field for someone writing an agent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -82,3 +82,53 @@ def validate_config(model: type[ConfigT], *layers: Mapping[str, object]) -> Conf
             f"invalid {model.__name__}: {exc.errors(include_url=False)}",
             reason="invalid_host_config",
         ) from None
+
+
+# Validated configs, by model and content: the driver loads a session's host anew for
+# every turn, from the same config, and validating it again cost ~20k instructions a
+# turn. The key is the content with the type of every value (``1``, ``1.0``, ``True``
+# and ``"1"`` are different keys: validation may tell them apart), so a changed config
+# is validated afresh; one holding anything but plain JSON values (a tuple, a str
+# subclass) is validated every time. The models are frozen and nothing changes the
+# lists and dicts they hold. Bounded: emptied when full.
+_validated: dict[tuple[type[BaseModel], Hashable], BaseModel] = {}
+_VALIDATED_MAX = 256
+_SCALARS = (str, int, bool, type(None))
+
+
+class _NotPlainJsonError(Exception):
+    pass
+
+
+def _content_key(value: object) -> Hashable:
+    if type(value) is dict:
+        return (dict, tuple((_str_key(k), _content_key(v)) for k, v in value.items()))
+    if type(value) is list:
+        return (list, tuple(_content_key(v) for v in value))
+    if type(value) is float:
+        return (float, repr(value))  # -0.0 and 0.0 compare equal; nan never does
+    if type(value) in _SCALARS:
+        return (type(value), value)
+    raise _NotPlainJsonError
+
+
+def _str_key(key: object) -> str:
+    if type(key) is not str:
+        raise _NotPlainJsonError
+    return key
+
+
+def validated_config(model: type[ConfigT], config: Mapping[str, object]) -> ConfigT:
+    """:func:`validate_config` of one layer, remembered by content (see above)."""
+    try:
+        key = (model, _content_key(dict(config)))
+    except _NotPlainJsonError:
+        return validate_config(model, config)
+    cached = _validated.get(key)
+    if isinstance(cached, model):
+        return cached
+    fresh = validate_config(model, config)  # a rejected config raises, and is not kept
+    if len(_validated) >= _VALIDATED_MAX:
+        _validated.clear()
+    _validated[key] = fresh
+    return fresh

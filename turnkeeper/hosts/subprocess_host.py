@@ -71,7 +71,11 @@ from turnkeeper.hosts.launch import (
     with_parent_death,
 )
 from turnkeeper.hosts.output_cap import carries_meaning, oversized_result
-from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
+from turnkeeper.hosts.subprocess_config import (
+    SubprocessHostConfig,
+    validate_config,
+    validated_config,
+)
 from turnkeeper.hosts.worker_threads import TURN_THREADS
 from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import HostErrorKind, HostStatus
@@ -102,8 +106,9 @@ class SubprocessHost:
     def __init__(self, config: Mapping[str, object] | None = None) -> None:
         self._config = dict(config or {})
         # Fail at load, not at turn; kept, so a turn whose request overrides nothing
-        # (every turn the driver starts) does not validate the same layers again.
-        self._validated = validate_config(SubprocessHostConfig, self._config)
+        # (every turn the driver starts) does not validate the same layers again, and
+        # by content, as the driver loads the host anew for every turn.
+        self._validated = validated_config(SubprocessHostConfig, self._config)
 
     def start(self, request: TurnRequest) -> SubprocessRun:
         cfg = (
@@ -134,7 +139,7 @@ def spawn(
     """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
     template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
     args = substitute(template or cfg.command, request)
-    if not request.workspace.is_dir():
+    if not os.path.isdir(request.workspace):
         raise HostSpawnFailed(f"workspace {request.workspace} is not a directory")
     stdin_data: bytes | None = None
     if cfg.stdin == "instructions":
@@ -394,7 +399,8 @@ class SubprocessRun:
                     "message": f"host adapter could not finish the turn: {exc!r}",
                 }
                 outcome = HostOutcome.model_validate(failed)
-        if self._contained is not None:
+        if self._contained is not None and outcome.containment != self._contained.kind:
+            # An adapter that built its own outcome: say how the turn was contained.
             outcome = outcome.model_copy(update={"containment": self._contained.kind})
         self._outcome = outcome
         # Done before the log closes: the driver, woken by the close as the last
@@ -450,4 +456,5 @@ class SubprocessRun:
             stderr_tail=self._stderr.decode(errors="replace"),
             stragglers_killed=stragglers,
             duration_seconds=round(time.monotonic() - self._started, 3),
+            containment="none" if self._contained is None else self._contained.kind,
         )

@@ -97,7 +97,8 @@ class _ChildRegistry:
         attribute = candidate and is_child_subreaper()
         with self.lock:
             self._in_flight[turn_id] = host_start_time if attribute else None
-            self.active.set()
+            if not self.active.is_set():  # set() would notify its condition each turn
+                self.active.set()
 
     def turn_ended(self, turn_id: str, *, end_orphans: bool = True) -> list[tuple[int, int]]:
         """The turn is over: (pid, start time) of the orphans whose last candidate it was.
