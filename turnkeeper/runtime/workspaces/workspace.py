@@ -11,6 +11,7 @@ directory with no ``.git`` at or above it is no repository, without asking.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import threading
@@ -34,6 +35,14 @@ class WorkspaceProbe(BaseModel):
     revision: str | None
     dirty_files: int
     exists: bool
+
+
+@functools.lru_cache(maxsize=1024)
+def workspace_path(text: str) -> Path:
+    """``Path(text)``, built once per text: a session's workspace is read as a Path a
+    few times a turn and parsing one costs more than the look-up (a Path is immutable,
+    so one may be shared)."""
+    return Path(text)
 
 
 def _git(cwd: Path, *args: str) -> str | None:
