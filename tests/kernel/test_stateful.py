@@ -27,7 +27,7 @@ from turnkeeper.kernel import (
     evolve_goal,
     fold_goal,
 )
-from turnkeeper.kernel.audit import BlockerKind
+from turnkeeper.kernel.audit import BlockerKind, is_terminal
 from turnkeeper.kernel.model import (
     UNFINISHED_TODO_STATUSES,
     NoFollowUpReason,
@@ -64,6 +64,19 @@ from turnkeeper.kernel.proposals import (
 )
 
 from .support import T0
+
+# Each counter of the audit and the blocker kind it counts.
+_COUNTER_KINDS = {
+    "open_todos": "open_todo",
+    "due_monitors": "due_monitor",
+    "unresolved_blocking_gates": "unresolved_blocking_gate",
+    "pending_successors": "pending_successor",
+    "replan_obligations": "replan_obligation",
+    "unraised_replan_triggers": "unraised_replan_trigger",
+    "acceptance_gaps": "acceptance_gap",
+    "retryable_postconditions": "retryable_postcondition",
+    "stale_readbacks": "stale_readback",
+}
 
 TODOS = st.sampled_from(["t1", "t2", "t3", "t4"])
 # (pick, raw): pick 0 uses the raw id (which may not exist), otherwise an existing one.
@@ -421,6 +434,11 @@ class GoalMachine(RuleBasedStateMachine):
         counters = report.model_dump(exclude={"blockers", "terminal"})
         assert sum(counters.values()) == len(report.blockers)
         assert report.terminal == (len(report.blockers) == 0)
+        # The planner's short cut stops at the first blocker: the same answer.
+        assert is_terminal(state, self.now) == report.terminal
+        assert report.counters() == {
+            name: by_kind[BlockerKind(kind)] for name, kind in _COUNTER_KINDS.items()
+        }
 
     @invariant()
     def claims_match_status(self) -> None:

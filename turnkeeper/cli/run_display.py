@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from turnkeeper.runtime.turn.run_progress import RunMonitor
 
 Mode = Literal["json", "live", "lines"]
+# What ``json.dumps(..., default=str)`` writes, without building an encoder per line
+# (dumps reuses its own only when called with no options). It keeps no state between
+# calls, so one serves every thread.
+_JSON: Final = json.JSONEncoder(default=str)
 # How often silent hosts are looked for, at most (a shorter silence limit looks
 # more often).
 TICK_SECONDS: Final = 1.0
@@ -81,7 +85,7 @@ class RunDisplay:
     def _show(self, record: RunRecord) -> None:
         """Write one record as the mode says (lock held)."""
         if self.mode == "json":
-            sys.stdout.write(json.dumps(record.as_json(), default=str) + "\n")
+            sys.stdout.write(_JSON.encode(record.as_json()) + "\n")
             sys.stdout.flush()
         elif self.mode == "live" and record.record == "message":
             pass  # the live table shows each session's latest message

@@ -9,6 +9,7 @@ Each non-zero counter comes with named blockers so a caller can see what to do.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -63,27 +64,53 @@ class TerminalAudit(KernelModel):
 
 def audit(state: GoalState, now: datetime) -> TerminalAudit:
     """Count everything that stops ``state``'s goal from closing at ``now``."""
-    blockers: list[Blocker] = []
+    blockers = [
+        Blocker(kind=kind, subject=subject, text=text)
+        for kind, subject, text in _blockers(state, now)
+    ]
+    counts = dict.fromkeys(BlockerKind, 0)
+    for blocker in blockers:
+        counts[blocker.kind] += 1
+    return TerminalAudit(
+        open_todos=counts[BlockerKind.OPEN_TODO],
+        due_monitors=counts[BlockerKind.DUE_MONITOR],
+        unresolved_blocking_gates=counts[BlockerKind.UNRESOLVED_BLOCKING_GATE],
+        pending_successors=counts[BlockerKind.PENDING_SUCCESSOR],
+        replan_obligations=counts[BlockerKind.REPLAN_OBLIGATION],
+        unraised_replan_triggers=counts[BlockerKind.UNRAISED_REPLAN_TRIGGER],
+        acceptance_gaps=counts[BlockerKind.ACCEPTANCE_GAP],
+        retryable_postconditions=counts[BlockerKind.RETRYABLE_POSTCONDITION],
+        stale_readbacks=counts[BlockerKind.STALE_READBACK],
+        blockers=blockers,
+        terminal=not blockers,
+    )
 
-    def block(kind: BlockerKind, subject: str, text: str) -> None:
-        blockers.append(Blocker(kind=kind, subject=subject, text=text))
 
+def is_terminal(state: GoalState, now: datetime) -> bool:
+    """``audit(state, now).terminal``, stopping at the first blocker: the planner asks
+    before every turn, and needs neither the counts nor the blockers' models."""
+    return next(_blockers(state, now), None) is None
+
+
+def _blockers(state: GoalState, now: datetime) -> Iterator[tuple[BlockerKind, str, str]]:
+    """(kind, subject, text) of each blocker, in the order ``audit`` lists them; lazily,
+    so a caller that needs only the first computes no more."""
     for todo in state.todos.values():
         if todo.status in UNFINISHED_TODO_STATUSES:
-            block(BlockerKind.OPEN_TODO, todo.id, f"todo {todo.title!r} is {todo.status.value}")
+            yield BlockerKind.OPEN_TODO, todo.id, f"todo {todo.title!r} is {todo.status.value}"
         if needs_successor(todo):
-            block(BlockerKind.PENDING_SUCCESSOR, todo.id, f"todo {todo.title!r} needs a successor")
+            yield BlockerKind.PENDING_SUCCESSOR, todo.id, f"todo {todo.title!r} needs a successor"
 
     for monitor in state.monitors.values():
         if monitor.retired:
             continue
         if monitor.next_due <= now:
-            block(BlockerKind.DUE_MONITOR, monitor.id, f"monitor {monitor.target!r} is due")
+            yield BlockerKind.DUE_MONITOR, monitor.id, f"monitor {monitor.target!r} is due"
         if monitor.required:
             last = monitor.last_readback
             window = timedelta(seconds=monitor.freshness_seconds or 0)
             if last is None or now - last.at > window:
-                block(
+                yield (
                     BlockerKind.STALE_READBACK,
                     monitor.id,
                     f"required readback of {monitor.target!r} is missing or stale",
@@ -91,44 +118,25 @@ def audit(state: GoalState, now: datetime) -> TerminalAudit:
 
     for gate in state.gates.values():
         if gate.blocking and gate.status is GateStatus.OPEN:
-            block(BlockerKind.UNRESOLVED_BLOCKING_GATE, gate.id, f"gate {gate.title!r} is open")
+            yield BlockerKind.UNRESOLVED_BLOCKING_GATE, gate.id, f"gate {gate.title!r} is open"
 
     for obligation in state.open_obligations():
-        block(
+        yield (
             BlockerKind.REPLAN_OBLIGATION,
             obligation.id,
             f"replan obligation {obligation.trigger.value} on {obligation.subject}",
         )
     for hit in pending_triggers(state, now):
-        block(
-            BlockerKind.UNRAISED_REPLAN_TRIGGER, hit.subject, f"{hit.trigger.value}: {hit.detail}"
-        )
+        yield BlockerKind.UNRAISED_REPLAN_TRIGGER, hit.subject, f"{hit.trigger.value}: {hit.detail}"
 
     for criterion in state.goal.criteria:
         if not criterion.met:
-            block(BlockerKind.ACCEPTANCE_GAP, criterion.id, f"criterion unmet: {criterion.text}")
+            yield BlockerKind.ACCEPTANCE_GAP, criterion.id, f"criterion unmet: {criterion.text}"
     for agent in missing_vision_checkpoints(state):
-        block(BlockerKind.ACCEPTANCE_GAP, agent, f"vision_checkpoint_missing:{agent}")
+        yield BlockerKind.ACCEPTANCE_GAP, agent, f"vision_checkpoint_missing:{agent}"
 
     for key in failing_evidence_keys(state):
-        block(BlockerKind.RETRYABLE_POSTCONDITION, key, f"latest run of {key!r} failed")
-
-    def count(kind: BlockerKind) -> int:
-        return sum(b.kind is kind for b in blockers)
-
-    return TerminalAudit(
-        open_todos=count(BlockerKind.OPEN_TODO),
-        due_monitors=count(BlockerKind.DUE_MONITOR),
-        unresolved_blocking_gates=count(BlockerKind.UNRESOLVED_BLOCKING_GATE),
-        pending_successors=count(BlockerKind.PENDING_SUCCESSOR),
-        replan_obligations=count(BlockerKind.REPLAN_OBLIGATION),
-        unraised_replan_triggers=count(BlockerKind.UNRAISED_REPLAN_TRIGGER),
-        acceptance_gaps=count(BlockerKind.ACCEPTANCE_GAP),
-        retryable_postconditions=count(BlockerKind.RETRYABLE_POSTCONDITION),
-        stale_readbacks=count(BlockerKind.STALE_READBACK),
-        blockers=blockers,
-        terminal=not blockers,
-    )
+        yield BlockerKind.RETRYABLE_POSTCONDITION, key, f"latest run of {key!r} failed"
 
 
 def missing_vision_checkpoints(state: GoalState) -> list[str]:

@@ -197,4 +197,7 @@ class ExtensionSettings:
 
 def disabled_host_reason(store: EventStore, host_kind: str) -> str | None:
     """Why the project disabled host kind ``host_kind`` (None: it may run)."""
-    return ExtensionSettings(store).state().disabled_reason("host", host_kind)
+    # Asked before every turn: a project that never touched its settings (no stream)
+    # disables nothing, without building an empty state to say so.
+    state, _ = load_stream(store, EXTENSIONS_CODEC, EXTENSIONS_STREAM)
+    return state.disabled_reason("host", host_kind) if state is not None else None

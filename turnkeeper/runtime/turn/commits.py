@@ -49,7 +49,7 @@ from turnkeeper.runtime.turn.writeback import (
     decide_write_back,
 )
 from turnkeeper.runtime.workspaces.snapshots import SnapshotClaims, artifact_path, capture
-from turnkeeper.runtime.workspaces.workspace import git_revision
+from turnkeeper.runtime.workspaces.workspace import git_revision, workspace_path
 from turnkeeper.store.base import EventStore
 
 
@@ -187,7 +187,7 @@ class TurnCommits:
         state, _ = load_stream(self._store, SESSION_CODEC, session_stream(sid))
         if state is None:
             raise NotFound(f"session {sid!r} not found", reason="session_not_found")
-        workspace = Path(state.workspace)
+        workspace = workspace_path(state.workspace)
         base = SnapshotRef(kernel_seq=0, workspace_revision=None, host_artifact_digest=None)
         if not state.snapshots:
             # Created with snapshots off (``session create --no-snapshots``): the turn

@@ -81,6 +81,7 @@ from turnkeeper.runtime.turn.writeback import (
     prepare_write_back,
     refused_write_back,
 )
+from turnkeeper.runtime.workspaces.workspace import workspace_path
 
 # Events per journal commit at most (the pump's rule; tests read it here).
 EVENT_BATCH = event_pump.EVENT_BATCH
@@ -295,7 +296,7 @@ class TurnDriver:
             attempt=envelope.attempt,
             kind=envelope.kind,
             instructions=instructions,
-            workspace=Path(session.workspace),
+            workspace=workspace_path(session.workspace),
             host_session_handle=session.host_session_handle
             if envelope.resume_host_session
             else None,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from turnkeeper.kernel import GoalState, audit, dependency_met
+from turnkeeper.kernel import GoalState, dependency_met
+from turnkeeper.kernel.audit import is_terminal
 from turnkeeper.kernel.limits import fit_title
 from turnkeeper.kernel.model import GateStatus, TodoStatus
 from turnkeeper.kernel.session import GoalView, RunnableTodo
@@ -42,7 +43,7 @@ def goal_view(state: GoalState, session_id: str, now: datetime) -> GoalView:
     )
     return GoalView(
         goal_id=state.goal.id,
-        terminal=audit(state, now).terminal,
+        terminal=is_terminal(state, now),
         replan_obligation_ids=tuple(o.id for o in state.open_obligations()),
         runnable_todos=tuple(runnable),
         blocking_gate_ids=blocking,

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -89,11 +90,15 @@ class Snapshot:
     parent: str | None = None  # HEAD when it was taken
 
 
+# A workspace directory by identity, (st_dev, st_ino), not by its resolved path:
+# resolving costs a stat per path component each turn, and a directory reached by
+# another name (a symlink, a move) is still the same directory with the same files.
+_Where = tuple[int, int]
 # The last snapshot of each (workspace, session) in this process, with the stat
 # fingerprint taken just before it: what a turn that changed nothing reuses.
-_last: dict[tuple[Path, str], tuple[str | None, Snapshot]] = {}
+_last: dict[tuple[_Where, str], tuple[str | None, Snapshot]] = {}
 _last_lock = threading.Lock()
-_repositories: dict[Path, int] = {}  # workspace -> inode of its .git, when it is a top level
+_repositories: dict[_Where, int] = {}  # workspace -> inode of its .git, when it is a top level
 
 
 def retain_count() -> int:
@@ -120,26 +125,35 @@ def is_repository(workspace: Path) -> bool:
     return _top_level(workspace) is not None
 
 
-def _top_level(workspace: Path) -> Path | None:
-    """``workspace`` resolved, when it is the top level of a git repository (else None):
-    a turn's capture needs both, and resolving a path costs a stat per component."""
+def _top_level(workspace: Path) -> _Where | None:
+    """``workspace``'s identity, when it is the top level of a git repository (else
+    None): a turn's capture needs both."""
     top = os.fspath(workspace)
-    if not os.path.isdir(top):
+    where = _identity(top)
+    if where is None:
         return None
     try:
         marker: int | None = os.stat(os.path.join(top, ".git")).st_ino
     except OSError:
         marker = None
-    key = workspace.resolve()
-    if marker is not None and _repositories.get(key) == marker:
-        return key
+    if marker is not None and _repositories.get(where) == marker:
+        return where
     if marker is None and "GIT_DIR" not in os.environ:
         return None
     proc = git(workspace, "rev-parse", "--show-toplevel", check=False)
-    found = proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == key
+    found = proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == workspace.resolve()
     if found and marker is not None:
-        _repositories[key] = marker
-    return key if found else None
+        _repositories[where] = marker
+    return where if found else None
+
+
+def _identity(path: str) -> _Where | None:
+    """(device, inode) of the directory at ``path``; None when it is no directory."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 _GITLINK_MODE = "160000"
@@ -363,8 +377,10 @@ def session_index_file(workspace: Path, session_id: str) -> Path | None:
 
 def forget(workspace: Path, session_id: str) -> None:
     """Drop what this process remembers of the session's last snapshot."""
-    with _last_lock:
-        _last.pop((workspace.resolve(), session_id), None)
+    where = _identity(os.fspath(workspace))
+    if where is not None:  # no directory there: nothing captured can be served
+        with _last_lock:
+            _last.pop((where, session_id), None)
 
 
 def snapshot_kept(ref: SnapshotRef, retained: set[str]) -> str:

@@ -11,9 +11,11 @@ directory with no ``.git`` at or above it is no repository, without asking.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -33,6 +35,14 @@ class WorkspaceProbe(BaseModel):
     revision: str | None
     dirty_files: int
     exists: bool
+
+
+@functools.lru_cache(maxsize=1024)
+def workspace_path(text: str) -> Path:
+    """``Path(text)``, built once per text: a session's workspace is read as a Path a
+    few times a turn and parsing one costs more than the look-up (a Path is immutable,
+    so one may be shared)."""
+    return Path(text)
 
 
 def _git(cwd: Path, *args: str) -> str | None:
@@ -71,22 +81,62 @@ def _read_ref(path: str) -> str:
         return ref.read().strip()
 
 
-def head_stamp(git_dir: Path) -> _Stamp | None:
+# The text of each ref file last read, by the stat it had: a turn stamps HEAD, and
+# opening and decoding two small files cost more than the rest of the stamp. A stat
+# vouches for a text only once its mtime and ctime are ``_RACY_NS`` old (as git's
+# racily-clean rule): a rewrite in place after that moves ctime, which no tool can
+# set back, so an equal stat is the same text.
+_RACY_NS = 2_000_000_000
+_MAX_KNOWN = 1024
+_ref_texts: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+# Where ``ref: <name>`` in a git directory points: the Path join normalises the name
+# (as it always did), and costs more than the stat it names.
+_ref_paths: dict[tuple[str, str], str] = {}
+
+
+def _ref_text(path: str, st: os.stat_result) -> str:
+    """The stripped text of ``path``, whose stat (taken before) is ``st``."""
+    seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    known = _ref_texts.get(path)
+    if known is not None and known[0] == seen:
+        return known[1]
+    text = _read_ref(path)
+    if max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - _RACY_NS:
+        if len(_ref_texts) >= _MAX_KNOWN:
+            _ref_texts.clear()
+        _ref_texts[path] = (seen, text)
+    return text
+
+
+def _ref_path(top: str, text: str) -> str:
+    key = (top, text)
+    known = _ref_paths.get(key)
+    if known is None:
+        known = str(Path(top) / text[5:].strip())
+        if len(_ref_paths) >= _MAX_KNOWN:
+            _ref_paths.clear()
+        _ref_paths[key] = known
+    return known
+
+
+def head_stamp(git_dir: str | Path) -> _Stamp | None:
     """What HEAD's value depends on, or None when it cannot be told by stat (a
     ``.git`` file of a worktree or submodule, a reftable, an unreadable HEAD)."""
     # Plain strings: every turn stamps HEAD (for the snapshot's fingerprint) and a Path
     # join costs more than the stat it names. Each string is what str() of the same
     # Path join gives, so a stamp equals the one of a run before.
     top = os.fspath(git_dir)
-    if not os.path.isdir(top) or os.path.exists(os.path.join(top, "reftable")):
+    if os.path.exists(os.path.join(top, "reftable")):
         return None  # refs in a reftable are not files a stat can watch
     head = os.path.join(top, "HEAD")
     try:
-        text = _read_ref(head)
+        # A ``.git`` file (not a directory) fails here too: ENOTDIR.
+        st = os.stat(head)
+        text = _ref_text(head, st)
     except OSError:
         return None
     stamp: list[tuple[str, int, int, int] | None] = [
-        _stat(head),
+        (head, st.st_ino, st.st_mtime_ns, st.st_size),
         _stat(os.path.join(top, "packed-refs")),
     ]
     # Follow symbolic refs (HEAD -> refs/heads/master -> refs/heads/main, as a branch
@@ -94,12 +144,17 @@ def head_stamp(git_dir: Path) -> _Stamp | None:
     for _ in range(_MAX_SYMREF_HOPS):
         if not text.startswith("ref: "):
             break
-        target = str(git_dir / text[5:].strip())  # a Path join: it normalises the ref
-        stamp.append(_stat(target))
+        target = _ref_path(top, text)
         try:
-            text = _read_ref(target)
+            target_st = os.stat(target)
         except OSError:
+            stamp.append(None)
             break  # packed or not yet born: packed-refs' stat covers it
+        stamp.append((target, target_st.st_ino, target_st.st_mtime_ns, target_st.st_size))
+        try:
+            text = _ref_text(target, target_st)
+        except OSError:
+            break
     else:
         return None  # a cycle or a very long chain: let git answer
     return tuple(stamp)

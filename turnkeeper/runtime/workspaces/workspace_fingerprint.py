@@ -37,10 +37,15 @@ _SKIPPED_AT_TOP = frozenset({".git", ".turnkeeper"})
 # last one only (the environment of a running control plane rarely changes, and a
 # change is a new key). Building them as Paths cost more than stat-ing them.
 _global_sources: dict[tuple[str, str], tuple[str, ...]] = {}
+# Every ignore source of a workspace, by its path, with the global ones it was built on.
+_sources: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def _global_ignore_sources() -> tuple[str, ...]:
-    key = (os.path.expanduser("~"), os.environ.get("XDG_CONFIG_HOME") or "")
+    # HOME read once (expanduser reads it twice); without it, expanduser asks pwd.
+    home_env = os.environ.get("HOME")
+    home_key = home_env if home_env is not None else os.path.expanduser("~")
+    key = (home_key, os.environ.get("XDG_CONFIG_HOME") or "")
     known = _global_sources.get(key)
     if known is None:
         home = Path.home()  # raises as before when there is no home to find
@@ -52,15 +57,20 @@ def _global_ignore_sources() -> tuple[str, ...]:
     return known
 
 
-def _ignore_sources(workspace: Path) -> list[str]:
+def _ignore_sources(workspace: str | Path) -> tuple[str, ...]:
     """Files outside the worktree that decide what is ignored (and so what a snapshot
     holds): the repository's exclude file and config, the user's global ones."""
     top = os.fspath(workspace)
-    return [
-        os.path.join(top, ".git", "info", "exclude"),
-        os.path.join(top, ".git", "config"),
-        *_global_ignore_sources(),
-    ]
+    user = _global_ignore_sources()
+    known = _sources.get(top)
+    if known is not None and known[0] is user:
+        return known[1]
+    exclude = os.path.join(top, ".git", "info", "exclude")
+    sources = (exclude, os.path.join(top, ".git", "config"), *user)
+    if len(_sources) >= 1024:
+        _sources.clear()  # workspaces of sessions long gone
+    _sources[top] = (user, sources)
+    return sources
 
 
 @dataclass(frozen=True)
@@ -74,14 +84,15 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
     HEAD not readable by stat, git discovery overridden by the environment)."""
     if discovery_overridden():
         return None
-    head = head_stamp(workspace / ".git")
+    top = os.fspath(workspace)
+    head = head_stamp(os.path.join(top, ".git"))  # the same string as str() of a Path join
     if head is None:
         return None
     started = time.time_ns()
     digest = hashlib.sha256(repr(head).encode())
     newest = 0
     entries = 0
-    stack = [(os.fspath(workspace), "")]
+    stack = [(top, "")]
     while stack:
         directory, prefix = stack.pop()
         try:
@@ -107,7 +118,7 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
             newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
             if stat.S_ISDIR(st.st_mode):
                 stack.append((entry.path, rel + "/"))
-    for path in (*_ignore_sources(workspace), *map(os.fspath, extra_files)):
+    for path in (*_ignore_sources(top), *map(os.fspath, extra_files)):
         try:
             st = os.stat(path)
             digest.update(
