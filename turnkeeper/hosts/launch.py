@@ -11,7 +11,7 @@ import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, cast
 
 from pydantic import Field
 
@@ -114,15 +114,17 @@ class NameMatcher:
 # ``os.environ`` (~250k instructions a turn, 4% of a ``true`` turn); comparing the
 # tables is one C-level dict comparison. Bounded: emptied when full (one entry per
 # host config, in practice).
-_passed: dict[tuple[bool, bool, tuple[str, ...]], tuple[dict[Any, Any], dict[str, str]]] = {}
+# os.environ's own table holds bytes; a runner's inherited environment, text.
+_Table = dict[bytes, bytes] | dict[str, str]
+_passed: dict[tuple[bool, bool, tuple[str, ...]], tuple[_Table, dict[str, str]]] = {}
 _PASSED_MAX = 64
 
 
-def _environ_table() -> dict[Any, Any] | None:
+def _environ_table() -> dict[bytes, bytes] | None:
     """``os.environ``'s own table of encoded names and values (CPython keeps one), to
     compare whole; None where there is no such table (then nothing is cached)."""
-    table = getattr(os.environ, "_data", None)
-    return table if isinstance(table, dict) else None
+    table: object = getattr(os.environ, "_data", None)
+    return cast("dict[bytes, bytes]", table) if isinstance(table, dict) else None
 
 
 def _filtered(
@@ -146,14 +148,14 @@ def passed_env(
     ``inherit_env`` and ``pass_env`` passes on. The caller must not change the dict."""
     patterns = tuple(pass_env)
     source: Mapping[str, str] = os.environ if inherited_env is None else inherited_env
-    table = _environ_table() if inherited_env is None else inherited_env
+    table: _Table | None = _environ_table() if inherited_env is None else inherited_env
     if table is None:
         return _filtered(source, inherit_env, patterns)
     key = (inherited_env is None, inherit_env, patterns)
     cached = _passed.get(key)
     if cached is not None and cached[0] == table:
         return cached[1]
-    before = dict(table)
+    before = table.copy()
     passed = _filtered(source, inherit_env, patterns)
     if table == before:  # not changed by another thread while it was filtered
         if len(_passed) >= _PASSED_MAX:
