@@ -79,6 +79,16 @@ def test_listings_print_what_session_show_prints(user_project: UserProject, toke
 
     run = user_project.start("run", "--json", "--session", worked)
     wait_for(lambda: len(processes_with(f"sleep {token}")) == 2, 30, "the agent to start")
+    # The silent agent's start is journaled a second after it began (with no event to
+    # ride on): wait for it, so the listings below all read the one state.
+    wait_for(
+        lambda: (
+            (user_project.tk_json("session", "show", worked)["in_flight"] or {}).get("phase")
+            == "host_started"
+        ),
+        30,
+        "the agent's start in the journal",
+    )
     (during,) = _listed_as_shown(user_project)
     in_flight = during["in_flight"]["envelope"]["turn_id"]
     assert during["status"] == "running" or during["lease"]["owner"], during
