@@ -44,6 +44,10 @@ class GitCalls:
 
 
 def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitCalls:
+    # A git environment of the caller's (running inside a hook, say) would point
+    # every git call and every repository discovery somewhere else.
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR"):
+        monkeypatch.delenv(name, raising=False)
     bin_dir = tmp_path / "counting-bin"
     bin_dir.mkdir()
     log = tmp_path / "git-calls.log"

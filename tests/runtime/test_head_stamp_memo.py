@@ -30,8 +30,6 @@ SETTLE_S = 0.05
 
 @pytest.fixture
 def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitCalls:
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR"):
-        monkeypatch.delenv(name, raising=False)
     return install(tmp_path, monkeypatch)
 
 

@@ -41,8 +41,6 @@ FILES = [".gitignore", "a.txt", "sub/b.txt", "untracked.txt"]  # what a snapshot
 
 @pytest.fixture
 def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitCalls:
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR"):
-        monkeypatch.delenv(name, raising=False)
     return install(tmp_path, monkeypatch)
 
 
