@@ -1,13 +1,15 @@
 """Named crash points: where tests and the chaos harness SIGKILL the real control plane.
 
-``TURNKEEPER_CRASH_AT=<point>`` kills this process the first time it reaches
-``<point>``; ``<point>@<n>`` the n-th time. Several may be given, comma-separated.
+``TURNKEEPER_CRASH_AT=<point>`` in the environment a process starts with kills it
+the first time it reaches ``<point>``; ``<point>@<n>`` the n-th time. Several may be
+given, comma-separated.
 The kill is a real SIGKILL of our own pid — no cleanup, no flush, no atexit — so
 what survives is exactly what a power cut of the process would leave.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -47,8 +49,7 @@ REVERT_POINTS = (
 _hits: Counter[str] = Counter()
 
 
-def _targets() -> dict[str, int]:
-    spec = os.environ.get(ENV_VAR, "")
+def _targets(spec: str) -> dict[str, int]:
     targets: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, nth = item.partition("@")
@@ -56,12 +57,22 @@ def _targets() -> dict[str, int]:
     return targets
 
 
+@functools.cache
+def _process_targets() -> dict[str, int]:
+    """The crash points this process was started with, read once: a turn passes ~10
+    points, and a lookup in ``os.environ`` of a name that is not there costs a raised
+    and caught ``KeyError`` each. The harness names them in a process's environment
+    when it starts it, never later."""
+    return _targets(os.environ.get(ENV_VAR, ""))
+
+
 def crash_point(name: str) -> None:
     """SIGKILL this process here when the environment asks for it."""
-    if ENV_VAR not in os.environ:
+    targets = _process_targets()
+    if not targets:
         return
     _hits[name] += 1
-    if _targets().get(name) == _hits[name]:
+    if targets.get(name) == _hits[name]:
         sys.stdout.flush()
         sys.stderr.write(f"[crash point {name}#{_hits[name]}: SIGKILL]\n")
         sys.stderr.flush()

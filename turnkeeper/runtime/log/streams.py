@@ -135,11 +135,26 @@ _caches: weakref.WeakKeyDictionary[EventStore, _StateCache] = weakref.WeakKeyDic
 _caches_lock = threading.Lock()
 
 
+class _LastAsked:
+    """The last store asked for and its cache: a process drives its turns on one store,
+    and a turn asks ~15 times, each a lock and a weak-dictionary lookup otherwise. Held
+    weakly, as the table holds it, so a closed store's cache still goes with it."""
+
+    entry: tuple[weakref.ref[EventStore], _StateCache] | None = None
+
+
+_LAST_ASKED = _LastAsked()
+
+
 def _cache_of(store: EventStore) -> _StateCache:
+    last = _LAST_ASKED.entry  # read once: another thread may replace it meanwhile
+    if last is not None and last[0]() is store:
+        return last[1]
     with _caches_lock:
         cache = _caches.get(store)
         if cache is None:
             cache = _caches[store] = _StateCache()
+        _LAST_ASKED.entry = (weakref.ref(store), cache)
         return cache
 
 
