@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +217,27 @@ def test_real_turn_bench_smoke() -> None:
 
 def test_restart_bench_smoke() -> None:
     _check_restart(_run("benchmarks.restart_bench"))
+
+
+# The instruction count needs valgrind; .ci/run installs it and sets this, so there a
+# missing valgrind fails instead of skipping.
+REQUIRE_VALGRIND = "TURNKEEPER_REQUIRE_VALGRIND"
+
+
+def test_turn_instructions_smoke() -> None:
+    if shutil.which("valgrind") is None:
+        if os.environ.get(REQUIRE_VALGRIND) == "1":
+            pytest.fail(f"valgrind is not installed and {REQUIRE_VALGRIND}=1")
+        pytest.skip("valgrind is not installed (apt-get install valgrind)")
+    res = _run("benchmarks.turn_instructions", "--before", "HEAD")
+    assert {"machine", "settings", "this", "before", "ratio_to_before"} <= set(res)
+    short, long = str(res["settings"]["short"]), str(res["settings"]["long"])
+    for count in (res["this"], res["before"]):
+        assert set(count["runs"]) == {short, long}
+        # The longer run executed more: its extra turns are counted, and nothing else.
+        assert count["runs"][long] > count["runs"][short] > 0
+        assert count["per_turn"] == (count["runs"][long] - count["runs"][short]) / (
+            int(long) - int(short)
+        )
+    # HEAD's code beside the checkout's: the same work, counted the same way.
+    assert 0.5 < res["ratio_to_before"] < 2.0
