@@ -108,6 +108,9 @@ class PlainPool:
         self._freed = threading.Condition(self._lock)
         self._idle: list[DBAPIConnection] = []
         self._open = 0  # idle and checked out
+        # Threads waiting for a connection: a connection given back wakes one only when
+        # one waits (a turn gives back ~8 a turn, almost never to a waiting thread).
+        self._waiting = 0
         self._disposed = False  # connections given back from now on are closed
 
     def raw_connection(self) -> PooledConnection:
@@ -123,7 +126,11 @@ class PlainPool:
                         f"{CHECKOUT_TIMEOUT_S:.0f} s",
                         reason="connections_exhausted",
                     )
-                self._freed.wait(left)
+                self._waiting += 1
+                try:
+                    self._freed.wait(left)
+                finally:
+                    self._waiting -= 1
             if self._idle:
                 return _Checkout(self, self._idle.pop())
             self._open += 1  # counted before it is opened, so no other thread passes MAX_OPEN
@@ -138,7 +145,8 @@ class PlainPool:
         with self._lock:
             if len(self._idle) < POOL_SIZE and not self._disposed:
                 self._idle.append(conn)
-                self._freed.notify()
+                if self._waiting:
+                    self._freed.notify()
                 return
         self.discard(conn)
 

@@ -52,10 +52,12 @@ def _broken(event: SessionEvent, why: str) -> DataLoss:
 
 
 def _count(state: SessionState, **increments: int) -> SessionCounters:
-    counters = state.counters.model_dump()
-    for name, by in increments.items():
-        counters[name] += by
-    return SessionCounters.model_validate(counters)
+    # A copy, not a dump and a validation: every counter is an int the kernel adds to,
+    # and model_copy still refuses a name the counters have no field for.
+    counters = state.counters
+    return counters.model_copy(
+        update={name: getattr(counters, name) + by for name, by in increments.items()}
+    )
 
 
 def _turn(state: SessionState, event: SessionEvent, turn_id: str) -> InFlightTurn:
