@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -231,14 +231,17 @@ class RunProcess:
         profile: str | None = None,
         sample_every_s: float = 0.1,
         code: Path | None = None,
+        under: Sequence[str] = (),
     ) -> None:
         """``profile``: the name of a first profiled phase, py-spy attached from the
-        start (see :meth:`profile`); ``code``: which ``turnkeeper`` runs (:func:`user_env`)."""
+        start (see :meth:`profile`); ``code``: which ``turnkeeper`` runs (:func:`user_env`);
+        ``under``: a command the run is started under that runs it as its own process
+        (valgrind; not with ``timed``, whose child the controller is)."""
         self._time_file = logs.with_suffix(".time")
         self._out = logs.with_suffix(".out")
         self._err = logs.with_suffix(".err")
-        command = [*turnkeeper_command(), "run", *args]
-        self.timed = timed and GNU_TIME.exists()
+        command = [*under, *turnkeeper_command(), "run", *args]
+        self.timed = timed and not under and GNU_TIME.exists()
         if self.timed:
             command = [str(GNU_TIME), "-f", TIME_FORMAT, "-o", str(self._time_file), *command]
         self._files: list[IO[bytes]] = [self._out.open("wb"), self._err.open("wb")]

@@ -10,18 +10,16 @@ instructions the controller executes per turn does not: it is the figure to comp
 two codes by, on any machine. What runs is what ``real_turn_bench`` runs — a project
 made by ``turnkeeper init`` in a git repository, one session in a git workspace, host
 ``{"command": ["true"]}`` — and ``turnkeeper run --json --max-turns N --idle-turns
-1000000`` runs under ``valgrind --tool=callgrind`` (the controller only: its hosts and
-git are started without valgrind). Two runs per code, of ``short`` and ``long`` turns,
-side by side; their difference over ``long - short`` is the instructions of one
-steady turn, start-up and the first turn (the first snapshot) cancelling out.
+1000000`` — the installed ``turnkeeper`` script — runs under ``valgrind
+--tool=callgrind`` (the controller only: its hosts and git are started without
+valgrind). Two runs per code, of ``short`` and ``long`` turns, side by side; their
+difference over ``long - short`` is the instructions of one steady turn, start-up and
+the first turn (the first snapshot) cancelling out.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -42,7 +40,7 @@ from benchmarks._common import (
     run_in_directory,
 )
 from benchmarks.commands_bench import code_of, this_code
-from benchmarks.real_run import make_project, user_env
+from benchmarks.real_run import RunProcess, finished, make_project
 
 VALGRIND = "valgrind"
 # Under callgrind Python runs ~50 times slower: a run's start-up alone takes ~20 s.
@@ -80,7 +78,7 @@ class Results:
 
 
 class CallgrindError(RuntimeError):
-    """A run under callgrind did not end as a run ends, or left no count."""
+    """A run under callgrind left no count."""
 
 
 def totals(output: Path) -> int:
@@ -91,54 +89,18 @@ def totals(output: Path) -> int:
     raise CallgrindError(f"{output} holds no totals line")
 
 
-def _turns_run(output: Path) -> int | None:
-    """The turns ``run --json``'s last line, its summary, says it ran."""
-    lines = output.read_text().splitlines()
-    try:
-        summary = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        return None
-    turns = summary.get("turns") if isinstance(summary, dict) else None
-    return turns if isinstance(turns, int) else None
-
-
 def count_run(code: Path, work: Path, turns: int, say: Say) -> int:
     """The controller's instructions in one ``turnkeeper run --max-turns turns``."""
     project = make_project(work, 1, ["true"], say)
     out = work / "callgrind"
     out.mkdir()
-    command = [
-        VALGRIND,
-        "--tool=callgrind",
-        f"--callgrind-out-file={out}/callgrind.%p",
-        sys.executable,
-        "-m",
-        "turnkeeper.cli.main",
-        "run",
-        "--json",
-        "--max-turns",
-        str(turns),
-        "--idle-turns",
-        "1000000",
-    ]
-    with (work / "run.out").open("wb") as stdout, (work / "run.err").open("wb") as stderr:
-        proc = subprocess.Popen(
-            command, cwd=project.root, env=user_env(code), stdout=stdout, stderr=stderr
-        )
-        try:
-            code_returned = proc.wait(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise CallgrindError(
-                f"the run of {turns} turns outlasted {RUN_TIMEOUT_S:.0f} s"
-            ) from None
-    if code_returned != 0 or _turns_run(work / "run.out") != turns:
-        tail = (work / "run.err").read_text()[-2000:]
-        raise CallgrindError(f"the run of {turns} turns ended {code_returned}: {tail}")
+    callgrind = [VALGRIND, "--tool=callgrind", f"--callgrind-out-file={out}/callgrind.%p"]
+    args = ["--json", "--max-turns", str(turns), "--idle-turns", "1000000"]
+    run = RunProcess(project.root, args, work / "run", code=code, under=callgrind)
+    finished(run.wait(timeout_s=RUN_TIMEOUT_S), run, turns)
     # valgrind runs the program as the process it was started as: the file named by
     # that pid is the controller's (a forked child's, before its exec, is another).
-    return totals(out / f"callgrind.{proc.pid}")
+    return totals(out / f"callgrind.{run.pid}")
 
 
 def count_code(name: str, code: Path, work: Path, settings: Settings, say: Say) -> Count:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from turnkeeper.runtime.workspaces.workspace import DISCOVERY_ENV
+
 REAL_GIT = shutil.which("git") or "/usr/bin/git"
 
 
@@ -46,7 +48,7 @@ class GitCalls:
 def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitCalls:
     # A git environment of the caller's (running inside a hook, say) would point
     # every git call and every repository discovery somewhere else.
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR"):
+    for name in DISCOVERY_ENV:
         monkeypatch.delenv(name, raising=False)
     bin_dir = tmp_path / "counting-bin"
     bin_dir.mkdir()

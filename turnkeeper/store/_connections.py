@@ -159,7 +159,8 @@ class PlainPool:
     def _release_slot(self) -> None:
         with self._lock:
             self._open -= 1
-            self._freed.notify()
+            if self._waiting:
+                self._freed.notify()
 
     def discard_idle(self) -> None:
         with self._lock:

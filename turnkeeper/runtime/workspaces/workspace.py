@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 # Environment that changes how git finds a repository: with any of it set, the
 # stat shortcuts below would not describe what git does, so git is always asked.
-_DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR")
+DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR")
 
 _MAX_SYMREF_HOPS = 5
 _Stamp = tuple[tuple[str, int, int, int] | None, ...]
@@ -56,7 +56,7 @@ def _git(cwd: Path, *args: str) -> str | None:
 
 
 def discovery_overridden() -> bool:
-    return any(name in os.environ for name in _DISCOVERY_ENV)
+    return any(name in os.environ for name in DISCOVERY_ENV)
 
 
 def git_marker(cwd: Path) -> Path | None:
