@@ -441,7 +441,8 @@ class Controller:
             self.goals.submit(session.goal_id, no_progress_report(session))
             idle = session.turns_without_progress
             self._say(sid, "replan_raised", f"no progress in {idle} turns; replan raised")
-            plan = plan_next_turn(session, goal_view(self.goals.load(goal.goal.id), sid, now), now)
+            goal = self.goals.load(goal.goal.id)
+            plan = plan_next_turn(session, goal_view(goal, sid, now), now)
             if isinstance(plan, Stop):
                 return _Next(stop=self._stopped(sid, plan))
         waiting = self._wait_for_runner(sid)
@@ -455,7 +456,7 @@ class Controller:
             self._say(
                 sid, "turn_planned", f"{plan.kind} turn on {on}", kind=plan.kind, todo=plan.todo_id
             )
-            result = self.driver.run_turn(session, plan)
+            result = self.driver.run_turn(session, plan, goal)
         finally:
             self._slots.give_back()
         self._turn_ended(sid, result, began, summary)

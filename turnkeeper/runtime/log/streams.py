@@ -187,6 +187,18 @@ def load_stream(
     return state, head
 
 
+def peek_stream(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
+) -> tuple[StateT | None, int]:
+    """The stream's state and head as this process last saw them, without asking the
+    store whether another writer appended since (:func:`load_stream` when it has not
+    seen the stream). Only for a reader whose answer no other writer can change: a
+    turn's lease holder reading what only its own writes move (its session's
+    workspace, host, counters and turn in flight), or a head used as a lower bound."""
+    cached = _cached(store, codec, stream_id)
+    return cached if cached is not None else load_stream(store, codec, stream_id)
+
+
 def _state_for_write(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str, optimistic: bool
 ) -> tuple[StateT | None, int, bool]:

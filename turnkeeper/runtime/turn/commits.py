@@ -39,7 +39,7 @@ from turnkeeper.runtime.log.streams import (
     Folded,
     StreamPlan,
     decide_and_append_many,
-    load_stream,
+    peek_stream,
 )
 from turnkeeper.runtime.services.goals import GOAL_CODEC, goal_stream, index_entries
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_index, session_stream
@@ -183,8 +183,12 @@ class TurnCommits:
     def _snapshot(
         self, sid: str, envelope: TurnEnvelope, reported_artifact: str | None
     ) -> SnapshotRef:
-        """Capture the workspace and host artifact for the turn about to complete."""
-        state, _ = load_stream(self._store, SESSION_CODEC, session_stream(sid))
+        """Capture the workspace and host artifact for the turn about to complete.
+
+        The session is read as this process last wrote it: every field read here moves
+        only with a fenced command, so no other writer changes it while we hold the
+        lease (and a commit after losing it is refused anyway)."""
+        state, _ = peek_stream(self._store, SESSION_CODEC, session_stream(sid))
         if state is None:
             raise NotFound(f"session {sid!r} not found", reason="session_not_found")
         workspace = workspace_path(state.workspace)
@@ -200,10 +204,10 @@ class TurnCommits:
         artifact = artifact_path(
             state.host_kind, state.host_config, handle, workspace, reported_artifact
         )
-        claims = SnapshotClaims(
-            turns_accepted=state.counters.turns_accepted,
-            goal_seq=self._store.head(goal_stream(state.goal_id)),
-        )
+        # The goal's head as last seen here: every goal commit is durable, so the log
+        # holds at least that much (a lower bound is all a claim needs).
+        _, goal_seq = peek_stream(self._store, GOAL_CODEC, goal_stream(state.goal_id))
+        claims = SnapshotClaims(turns_accepted=state.counters.turns_accepted, goal_seq=goal_seq)
         try:
             snap = capture(
                 workspace,

@@ -160,7 +160,11 @@ class TurnDriver:
 
     # --- one turn -------------------------------------------------------------------
 
-    def run_turn(self, session: SessionState, spec: NextTurn) -> TurnResult:
+    def run_turn(
+        self, session: SessionState, spec: NextTurn, goal: GoalState | None = None
+    ) -> TurnResult:
+        """Run one turn of ``spec``; ``goal``: the goal state it was planned on (read
+        again when not given)."""
         sid = session.session_id
         envelope = TurnEnvelope.create(
             turn_id=new_turn_id(),
@@ -170,7 +174,7 @@ class TurnDriver:
             spec=spec,
             contract=DEFAULT_CONTRACT,
         )
-        claim, todo_title = self._claim(session, envelope)
+        claim, todo_title = self._claim(session, envelope, goal)
         self._commits.intent(session, envelope, claim)
         crash_point("turn.accepted")
         request = self._request(session, envelope, todo_title)
@@ -268,16 +272,21 @@ class TurnDriver:
         return self._hosts.kill_all()
 
     def _claim(
-        self, session: SessionState, envelope: TurnEnvelope
+        self, session: SessionState, envelope: TurnEnvelope, goal: GoalState | None
     ) -> tuple[ClaimTodo | None, str | None]:
-        """The claim to commit with the turn's intent (None: nothing to claim), and the title."""
+        """The claim to commit with the turn's intent (None: nothing to claim), and the
+        title. The goal the turn was planned on will do: the claim commits only on the
+        head it was decided on (a goal changed since is decided again), and the title
+        is the one the plan chose the todo by."""
         if envelope.todo_id is None:
             return None, None
         until = self._sessions.now() + timedelta(
             seconds=self._config.host_timeout_seconds + self._config.lease_seconds
         )
         owner = claim_owner(session.session_id)
-        todo = self._goals.load(session.goal_id).todos.get(envelope.todo_id)
+        if goal is None:
+            goal = self._goals.load(session.goal_id)
+        todo = goal.todos.get(envelope.todo_id)
         title = todo.title if todo is not None else None
         if todo is not None and todo.claim is not None and todo.claim.owner == owner:
             return None, title  # our own live claim from the turn this one continues
