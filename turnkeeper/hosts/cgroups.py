@@ -435,12 +435,11 @@ def end(cgroup: TurnCgroup, protected: Container[int], timeout: float) -> Cgroup
     """
     deadline = time.monotonic() + timeout
     # Empty (the usual end: the host exited and left nothing): nothing to freeze or
-    # kill, and gone. rmdir refuses a cgroup that has a member or a cgroup of its own,
-    # so neither is lost: a member that joined after the read, or a cgroup nested in
-    # it, takes the path below. Tried first on the turn's cgroup alone: listing it for
-    # nested cgroups reads its two dozen interface files' entries.
-    alone = [cgroup.directory]
-    if not cgroup._members(alone) and not cgroup._remove(alone):
+    # kill, and gone. Removed straight away, without reading its members first: rmdir
+    # itself refuses a cgroup that has a live member or a cgroup of its own (EBUSY),
+    # and either takes the path below. Tried first on the turn's cgroup alone: listing
+    # it for nested cgroups reads its two dozen interface files' entries.
+    if not cgroup._remove([cgroup.directory]):
         return CgroupEnd({}, [], removed=True)
     tree = cgroup._tree()
     first = cgroup._members(tree)
