@@ -42,7 +42,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -50,7 +49,7 @@ from typing import Protocol
 
 from turnkeeper.errors import Unavailable
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
-from turnkeeper.hosts import containment, process_tree
+from turnkeeper.hosts import containment, host_process, process_tree
 from turnkeeper.hosts._events import (
     EventLog,
     Line,
@@ -64,6 +63,7 @@ from turnkeeper.hosts.base import HostOutcome, HostSpawnFailed, KillReport, Turn
 from turnkeeper.hosts.completion import (
     completes_todo,
 )
+from turnkeeper.hosts.host_process import HostProcess
 from turnkeeper.hosts.launch import (
     process_env,
     substitute,
@@ -161,15 +161,11 @@ def spawn(
     # The lock keeps the orphan reaper from reaping this child before it is registered.
     with process_tree.spawn_lock:
         try:
-            proc = subprocess.Popen(
+            proc = host_process.start(
                 with_parent_death(contained.command(args)),
-                cwd=request.workspace,
-                env=env,
-                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
+                env,
+                cwd=os.fspath(request.workspace),
+                stdin_pipe=stdin_data is not None,
             )
         except OSError as exc:
             contained.abandon()
@@ -189,7 +185,7 @@ class SubprocessRun:
         self,
         request: TurnRequest,
         cfg: SubprocessHostConfig,
-        proc: subprocess.Popen[bytes],
+        proc: HostProcess,
         identity: ProcessIdentity,
         stdin_data: bytes | None,
         adapter: RunAdapter | None = None,

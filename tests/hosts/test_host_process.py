@@ -1,0 +1,112 @@
+"""How a host's process is started and served, with a cgroup (where there is one) and
+without: what the child gets (descriptors, signals, directory, environment), and
+what the turn learns of its pipes and its exit whatever order they end in."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hosts.conftest import MakeRequest
+from turnkeeper.hosts import HostErrorKind, containment
+from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.hosts.subprocess_host import SubprocessHost, SubprocessRun
+
+
+@pytest.fixture(params=["auto", "subreaper"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs in a turn cgroup (``auto``, where this machine has one) and as
+    the subreaper's, without one."""
+    monkeypatch.setenv(containment.CONTAINMENT_ENV, request.param)
+    return str(request.param)
+
+
+def run(make_request: MakeRequest, config: dict[str, Any], **request: Any) -> SubprocessRun:
+    return SubprocessHost(config).start(make_request(**request))
+
+
+def texts(r: SubprocessRun) -> list[str]:
+    return [str(e.data["text"]) for e in r.events(0)]
+
+
+def test_the_host_gets_no_descriptor_of_ours_but_its_pipes(
+    make_request: MakeRequest, mode: str
+) -> None:
+    # An inheritable descriptor, as one this process was started with would be.
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    try:
+        r = run(make_request, {"command": ["sh", "-c", "ls /proc/$$/fd"]})
+        outcome = r.wait(10)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert outcome.succeeded, outcome.message
+    assert sorted(texts(r)) == ["0", "1", "2"]
+
+
+def test_the_host_gets_sigpipe_and_sigxfsz_at_their_defaults(
+    make_request: MakeRequest, mode: str
+) -> None:
+    r = run(make_request, {"command": ["sh", "-c", "grep SigIgn /proc/$$/status"]})
+    assert r.wait(10).succeeded
+    ignored = int(texts(r)[0].split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+    assert not ignored & (1 << (signal.SIGXFSZ - 1))
+
+
+def test_the_host_runs_in_its_workspace_with_the_environment_it_was_given(
+    make_request: MakeRequest, workspace: Path, mode: str
+) -> None:
+    script = 'pwd -P; echo "${OLDPWD-no OLDPWD}"; echo "$X"'
+    r = run(make_request, {"command": ["sh", "-c", script], "env": {"X": "x"}})
+    assert r.wait(10).succeeded
+    assert texts(r) == [str(workspace.resolve()), "no OLDPWD", "x"]
+    r = run(make_request, {"command": ["sh", "-c", script], "env": {"OLDPWD": "/given"}})
+    assert r.wait(10).succeeded
+    assert texts(r)[1] == "/given"
+
+
+def test_a_host_that_exits_without_reading_its_input_still_ends_its_turn(
+    make_request: MakeRequest, mode: str
+) -> None:
+    # More than a pipe holds: the write meets a reader that is gone.
+    config = {"command": ["sh", "-c", "exit 3"], "stdin": "instructions"}
+    outcome = run(make_request, config, instructions="x" * (1 << 20)).wait(10)
+    assert outcome.error_kind is HostErrorKind.EXIT_CODE
+    assert outcome.exit_code == 3
+
+
+def test_a_host_that_closes_its_output_early_is_still_waited_for(
+    make_request: MakeRequest, mode: str
+) -> None:
+    script = "echo early; exec >&- 2>&-; sleep 0.3; exit 7"
+    outcome = run(make_request, {"command": ["sh", "-c", script]}).wait(10)
+    assert outcome.exit_code == 7
+    assert outcome.last_seq == 1
+
+
+def test_large_output_arrives_whole_and_a_signal_is_reported(
+    make_request: MakeRequest, mode: str
+) -> None:
+    code = (
+        "import os, signal, sys\n"
+        "sys.stdout.write(''.join(f'line {i}\\n' for i in range(20000)))\n"
+        "sys.stdout.write('last')\n"
+        "sys.stdout.flush()\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+    )
+    r = run(
+        make_request, {"command": [sys.executable, "-c", code]}, limits=TurnLimits(max_events=30000)
+    )
+    outcome = r.wait(20)
+    assert outcome.error_kind is HostErrorKind.SIGNAL
+    assert outcome.signal == signal.SIGUSR1
+    lines = texts(r)
+    assert len(lines) == 20001
+    assert lines[-2:] == ["line 19999", "last"]
