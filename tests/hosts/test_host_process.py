@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.hosts.conftest import MakeRequest
-from turnkeeper.hosts import HostErrorKind, containment
+from turnkeeper.hosts import HostErrorKind, HostSpawnFailed, cgroups, containment, host_process
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.subprocess_host import SubprocessHost, SubprocessRun
 
@@ -110,3 +111,83 @@ def test_large_output_arrives_whole_and_a_signal_is_reported(
     lines = texts(r)
     assert len(lines) == 20001
     assert lines[-2:] == ["line 19999", "last"]
+
+
+needs_cgroup = pytest.mark.skipif(
+    cgroups.unavailable_reason() is not None, reason="no writable cgroup2 here"
+)
+
+
+@needs_cgroup
+def test_a_wrapper_that_cannot_be_spawned_is_a_spawn_failure_and_leaves_no_cgroup(
+    make_request: MakeRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(containment, "SHELL", "/nonexistent/sh")
+    request = make_request()
+    with pytest.raises(HostSpawnFailed, match="No such file or directory") as failed:
+        SubprocessHost({"command": ["true"]}).start(request)
+    assert failed.value.outcome.error_kind is HostErrorKind.SPAWN
+    assert cgroups.find(request.turn_id) is None
+
+
+@needs_cgroup
+def test_without_a_descriptor_listing_the_wrapper_is_started_as_any_command(
+    make_request: MakeRequest, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(host_process, "_FD_DIR", "/nonexistent/fd")
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    try:
+        r = run(make_request, {"command": ["sh", "-c", "pwd -P; ls /proc/$$/fd"]})
+        outcome = r.wait(10)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert outcome.succeeded and outcome.containment == "cgroup", outcome.message
+    assert texts(r) == [str(workspace.resolve()), "0", "1", "2"]
+
+
+def test_a_workspace_that_cannot_be_entered_is_a_spawn_failure(
+    make_request: MakeRequest, workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    # As root every directory can be entered: the check is what is tested here.
+    real_access = os.access
+
+    def access(path: Any, how: int, **kwargs: Any) -> bool:
+        return False if os.fspath(path) == str(workspace) else real_access(path, how, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    with pytest.raises(HostSpawnFailed, match="cannot be entered") as failed:
+        run(make_request, {"command": ["true"]})
+    assert failed.value.outcome.error_kind is HostErrorKind.SPAWN
+
+
+def test_the_wrapper_fails_a_workspace_gone_since_the_check_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    # What is left between the check and the shell's cd: the workspace going away.
+    gone_workspace = str(tmp_path / "gone")
+    argv = [containment.SHELL, "-c", containment.JOIN_ENTER_AND_EXEC, os.devnull]
+    done = subprocess.run(
+        [*argv, gone_workspace, "", "true"], capture_output=True, timeout=10, check=False
+    )
+    assert done.returncode == 125
+    assert f"cannot enter its workspace {gone_workspace}" in done.stderr.decode()
+
+
+def test_a_spawned_hosts_status_taken_by_another_waiter_is_a_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    proc = host_process.start(
+        [containment.SHELL, "-c", "exit 0"],
+        {},
+        cwd=str(tmp_path),
+        stdin_pipe=False,
+        enters_cwd=True,
+    )
+    try:
+        os.waitpid(proc.pid, 0)  # what the owned-child registry keeps anyone from doing
+        assert proc.wait() == host_process.STATUS_LOST
+        assert "exit status is lost" in caplog.text
+    finally:
+        proc.close()

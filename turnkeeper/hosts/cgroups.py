@@ -10,10 +10,11 @@ of the control plane. At the end of the turn everything in it is killed
 directory is removed.
 
 The host joins its cgroup before it can fork: it is spawned through a tiny shell
-exec wrapper (:data:`JOIN_AND_EXEC`) that writes ``0`` to ``cgroup.procs`` (moving the
-writer) and then ``exec``\\ s the real command, so pid and start time — the process
-identity the journal records — are the host's own. ``subprocess`` has no cgroup
-option, and ``preexec_fn`` is unsafe in a threaded program.
+exec wrapper (:data:`turnkeeper.hosts.containment.JOIN_ENTER_AND_EXEC`) that writes
+``0`` to ``cgroup.procs`` (moving the writer) and then ``exec``\\ s the real command,
+so pid and start time — the process identity the journal records — are the host's
+own. ``subprocess`` has no cgroup option, and ``preexec_fn`` is unsafe in a threaded
+program.
 
 Nothing here fails a turn on its own: without a cgroup2 mount, without cgroup v2
 membership (v1 only), on a read-only or foreign hierarchy, :func:`create` raises
@@ -60,18 +61,6 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 # An empty turn cgroup this old is a leftover nobody will join (see _prune_stale).
 _STALE_SECONDS = 120.0
 _PRUNE_MAX = 1000
-
-#: Run as ``/bin/sh -c JOIN_AND_EXEC <cgroup.procs> ARGS...``: the shell moves itself
-#: into the turn's cgroup (writing ``0`` moves the writer), then ``exec``s the command,
-#: which keeps the shell's pid and start time. A shell costs ~1 ms where an interpreter
-#: costs ~10 ms of CPU a turn. Whether joining works here is probed once per process
-#: (:func:`unavailable_reason`), so the wrapper need not report: if the write fails
-#: anyway it exits 125 with a message rather than run the host uncontained.
-JOIN_AND_EXEC = (
-    'echo 0 >"$0" || { echo "turnkeeper: the host cannot join its cgroup $0" >&2; exit 125; }; '
-    'exec "$@"'
-)
-SHELL = "/bin/sh"
 
 
 class CgroupUnavailableError(Exception):

@@ -139,8 +139,13 @@ def spawn(
     """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
     template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
     args = substitute(template or cfg.command, request)
-    if not os.path.isdir(request.workspace):
-        raise HostSpawnFailed(f"workspace {request.workspace} is not a directory")
+    workspace = os.fspath(request.workspace)
+    if not os.path.isdir(workspace):
+        raise HostSpawnFailed(f"workspace {workspace} is not a directory")
+    # Asked here, not left to the spawn: behind the cgroup's wrapper a workspace that
+    # cannot be entered would be the shell's exit 125, not the spawn failure it is.
+    if not os.access(workspace, os.X_OK):
+        raise HostSpawnFailed(f"workspace {workspace} cannot be entered (no search permission)")
     stdin_data: bytes | None = None
     if cfg.stdin == "instructions":
         stdin_data = request.instructions.encode()
@@ -152,7 +157,7 @@ def spawn(
     env = turn_env(request, cfg)
     # Checked before the spawn: behind the cgroup's exec wrapper a missing program would
     # be the shell's exit 127, not the spawn failure it is.
-    program_problem = unrunnable(args[0], env.get("PATH", os.defpath), request.workspace)
+    program_problem = unrunnable(args[0], env.get("PATH", os.defpath), workspace)
     if program_problem is not None:
         raise HostSpawnFailed(
             f"cannot start {args[0]!r}: {program_problem}", details={"args": [args[0]]}
@@ -162,10 +167,11 @@ def spawn(
     with process_tree.spawn_lock:
         try:
             proc = host_process.start(
-                with_parent_death(contained.command(args)),
+                with_parent_death(contained.command(args, workspace, env)),
                 env,
-                cwd=os.fspath(request.workspace),
+                cwd=workspace,
                 stdin_pipe=stdin_data is not None,
+                enters_cwd=contained.enters_workspace,
             )
         except OSError as exc:
             contained.abandon()
