@@ -116,6 +116,8 @@ def start(
 
     ``enters_cwd``: ``argv`` enters ``cwd`` itself and names its program by path, so
     it is spawned without ``Popen``. ``OSError`` if it cannot be started."""
+    # Listed before the pipes are made: they are not inheritable, and need not be asked.
+    inheritable = _inheritable_fds() if enters_cwd else None
     pipes: list[int] = []
     try:
         stdin_read, stdin_write = os.pipe2(os.O_CLOEXEC) if stdin_pipe else (None, None)
@@ -125,11 +127,10 @@ def start(
         stderr_read, stderr_write = os.pipe2(os.O_CLOEXEC)
         pipes += [stderr_read, stderr_write]
         child_ends = (stdin_read, stdout_write, stderr_write)
+        popen = None
         # Pipe ends above 2 (not so only if this process runs with 0-2 closed): no
         # dup2 onto 0-2 can then overwrite one still to be handed over.
-        inheritable = _inheritable_fds() if enters_cwd and min(pipes) > 2 else None
-        popen = None
-        if inheritable is not None:
+        if inheritable is not None and min(pipes) > 2:
             pid = _posix_spawn(argv, env, child_ends, inheritable)
         else:
             popen = _popen(argv, env, cwd, child_ends)
@@ -150,8 +151,10 @@ def _inheritable_fds() -> list[int] | None:
 
     Python opens every descriptor non-inheritable (PEP 446): those found here came
     from whoever started this process (a parent's pipe, a job server), or were made
-    inheritable on purpose. Listed at every spawn: another thread may have opened or
-    closed some since the last."""
+    inheritable on purpose. Listed at every spawn, as another thread may have opened
+    or closed some since the last. Only a descriptor another thread makes inheritable
+    on purpose between the listing and the spawn would reach the child, where
+    ``close_fds`` would still have closed it: nothing in this process does that."""
     try:
         names = os.listdir(_FD_DIR)
     except OSError:
