@@ -140,9 +140,16 @@ def turn_cgroup_name(turn_id: str) -> str:
 
 
 # The cgroup2 mount, read once per process and per mount table file (tests point
-# MOUNTINFO elsewhere): mountinfo has a line per mount, and every turn asks. Our own
-# cgroup is read each time, since something may move this process between turns.
+# MOUNTINFO elsewhere): mountinfo has a line per mount, and every turn asks.
 _mounts: dict[Path, tuple[Path, str] | None] = {}
+
+# Our own cgroup, by the file it was read from (tests point OWN_CGROUP elsewhere): read
+# again once the last reading is _OWN_MAX_AGE old, as something may move this process,
+# not at every turn (the kernel builds the file afresh, a line per hierarchy, under the
+# cgroup lock). Until a move is seen, turns' cgroups are made below the cgroup we were
+# in, which cannot be removed while they are there.
+_own_read: dict[Path, tuple[float, str | None]] = {}
+_OWN_MAX_AGE = 1.0
 
 
 def _mount() -> tuple[Path, str] | None:
@@ -161,13 +168,25 @@ _own_dirs: dict[tuple[Path, str], tuple[Path, Path]] = {}
 _OWN_DIRS_MAX = 64
 
 
+def _own_cgroup() -> str | None:
+    source, now = OWN_CGROUP, time.monotonic()
+    last = _own_read.get(source)
+    if last is not None and now - last[0] < _OWN_MAX_AGE:
+        return last[1]
+    own = own_cgroup(read_file(os.fspath(source)).decode())
+    if len(_own_read) >= _OWN_DIRS_MAX:
+        _own_read.clear()
+    _own_read[source] = (now, own)
+    return own
+
+
 def _hierarchy() -> tuple[Path, Path]:
     """(cgroup2 mount point, our own cgroup directory); ``CgroupUnavailableError`` if none."""
     if not sys.platform.startswith("linux"):
         raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
     try:
         mount = _mount()
-        own = own_cgroup(read_file(os.fspath(OWN_CGROUP)).decode())
+        own = _own_cgroup()
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
     if mount is None:
