@@ -8,12 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.hosts.conftest import MakeRequest
+from turnkeeper.errors import Unavailable
 from turnkeeper.hosts import HostErrorKind, HostSpawnFailed, cgroups, containment, host_process
 from turnkeeper.hosts.base import TurnLimits
 from turnkeeper.hosts.subprocess_host import SubprocessHost, SubprocessRun
@@ -191,3 +193,17 @@ def test_a_spawned_hosts_status_taken_by_another_waiter_is_a_failure(
         assert "exit status is lost" in caplog.text
     finally:
         proc.close()
+
+
+def test_every_waiter_gets_the_outcome_and_a_wait_that_ends_first_says_so(
+    make_request: MakeRequest,
+) -> None:
+    r = run(make_request, {"command": ["sh", "-c", "sleep 0.3; exit 4"]})
+    with pytest.raises(Unavailable):
+        r.wait(0)
+    with pytest.raises(Unavailable):
+        r.wait(-1)
+    with ThreadPoolExecutor(3) as pool:
+        outcomes = list(pool.map(lambda _: r.wait(10), range(3)))
+    assert [o.exit_code for o in outcomes] == [4, 4, 4]
+    assert r.wait(0) is outcomes[0]

@@ -208,7 +208,10 @@ class SubprocessRun:
         self._stderr = bytearray()
         self._lines = LineBuffer(cfg.max_line_bytes)
         self._stdin_data = stdin_data
-        self._done = threading.Event()
+        # Held until the outcome is set: a lock as a latch, not an Event, which builds a
+        # Condition (and a lock of its own) for every run and notifies it when set.
+        self._done = threading.Lock()
+        self._done.acquire()
         self._outcome: HostOutcome | None = None
         self._killed_by_us = False
         self._timed_out = False
@@ -236,10 +239,12 @@ class SubprocessRun:
         return self._log.wait_after(after_seq, timeout)
 
     def wait(self, timeout: float | None = None) -> HostOutcome:
-        if not self._done.wait(timeout):
-            raise Unavailable(
-                f"turn {self.request.turn_id} is still running", reason="host_running"
-            )
+        if self._outcome is None:  # set before the latch is released
+            if not self._done.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+                raise Unavailable(
+                    f"turn {self.request.turn_id} is still running", reason="host_running"
+                )
+            self._done.release()  # for any other waiter
         assert self._outcome is not None
         return self._outcome
 
@@ -408,7 +413,7 @@ class SubprocessRun:
         # Done before the log closes: the driver, woken by the close as the last
         # reader of the events, finds the outcome ready instead of waiting again for
         # it. Every event is in the log already (sealed above).
-        self._done.set()
+        self._done.release()
         self._log.close()
 
     def _turn_result(self, succeeded: bool) -> JsonDict:
