@@ -132,11 +132,19 @@ def test_a_wrapper_that_cannot_be_spawned_is_a_spawn_failure_and_leaves_no_cgrou
     assert cgroups.find(request.turn_id) is None
 
 
+def _no_posix_spawn_setsid(*args: Any) -> int:
+    raise NotImplementedError("setsid is unavailable on this platform")
+
+
 @needs_cgroup
-def test_without_a_descriptor_listing_the_wrapper_is_started_as_any_command(
-    make_request: MakeRequest, workspace: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("without", ["a descriptor listing", "posix_spawn's setsid"])
+def test_the_wrapper_is_started_as_any_command_where_it_cannot_be_spawned(
+    make_request: MakeRequest, workspace: Path, monkeypatch: pytest.MonkeyPatch, without: str
 ) -> None:
-    monkeypatch.setattr(host_process, "_FD_DIR", "/nonexistent/fd")
+    if without == "a descriptor listing":
+        monkeypatch.setattr(host_process, "_FD_DIR", "/nonexistent/fd")
+    else:
+        monkeypatch.setattr(host_process, "_posix_spawn", _no_posix_spawn_setsid)
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)
     try:

@@ -127,12 +127,16 @@ def start(
         stderr_read, stderr_write = os.pipe2(os.O_CLOEXEC)
         pipes += [stderr_read, stderr_write]
         child_ends = (stdin_read, stdout_write, stderr_write)
-        popen = None
+        pid = None
         # Pipe ends above 2 (not so only if this process runs with 0-2 closed): no
         # dup2 onto 0-2 can then overwrite one still to be handed over.
         if inheritable is not None and min(pipes) > 2:
-            pid = _posix_spawn(argv, env, child_ends, inheritable)
-        else:
+            try:
+                pid = _posix_spawn(argv, env, child_ends, inheritable)
+            except NotImplementedError:  # a libc without POSIX_SPAWN_SETSID
+                pid = None
+        popen = None
+        if pid is None:
             popen = _popen(argv, env, cwd, child_ends)
             pid = popen.pid
     except BaseException:
