@@ -38,19 +38,25 @@ def texts(r: SubprocessRun) -> list[str]:
 
 
 def test_the_host_gets_no_descriptor_of_ours_but_its_pipes(
-    make_request: MakeRequest, mode: str
+    make_request: MakeRequest, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # An inheritable descriptor, as one this process was started with would be.
+    # An inheritable descriptor, as one this process was started with would be: the
+    # first spawn of a process makes those close-on-exec, and this one is the first.
+    monkeypatch.setattr(host_process, "_swept", [])
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)
     try:
         r = run(make_request, {"command": ["sh", "-c", "ls /proc/$$/fd"]})
         outcome = r.wait(10)
+        still_inheritable = os.get_inheritable(write_end)
     finally:
         os.close(read_end)
         os.close(write_end)
     assert outcome.succeeded, outcome.message
     assert sorted(texts(r)) == ["0", "1", "2"]
+    # Behind the cgroup's wrapper (posix_spawn) the descriptor was made close-on-exec;
+    # Popen closes it in the child and leaves ours as it was.
+    assert still_inheritable is (outcome.containment != "cgroup")
 
 
 def test_the_host_gets_sigpipe_and_sigxfsz_at_their_defaults(
@@ -143,6 +149,7 @@ def test_the_wrapper_is_started_as_any_command_where_it_cannot_be_spawned(
 ) -> None:
     if without == "a descriptor listing":
         monkeypatch.setattr(host_process, "_FD_DIR", "/nonexistent/fd")
+        monkeypatch.setattr(host_process, "_swept", [])
     else:
         monkeypatch.setattr(host_process, "_posix_spawn", _no_posix_spawn_setsid)
     read_end, write_end = os.pipe()
@@ -215,3 +222,23 @@ def test_every_waiter_gets_the_outcome_and_a_wait_that_ends_first_says_so(
         outcomes = list(pool.map(lambda _: r.wait(10), range(3)))
     assert [o.exit_code for o in outcomes] == [4, 4, 4]
     assert r.wait(0) is outcomes[0]
+
+
+@needs_cgroup
+def test_the_descriptors_are_listed_once_per_process_not_at_every_spawn(
+    make_request: MakeRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A listing costs a system call per open descriptor: hundreds with hundreds of hosts.
+    monkeypatch.setattr(host_process, "_swept", [])
+    listings: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path: Any) -> list[str]:
+        if os.fspath(path) == host_process._FD_DIR:
+            listings.append(os.fspath(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    for _ in range(3):
+        assert run(make_request, {"command": ["true"]}).wait(10).succeeded
+    assert len(listings) == 1

@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,10 @@ STATUS_LOST = 255
 # two, and an ignored signal stays ignored across exec.
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 _FD_DIR = "/proc/self/fd"
+# Whether the descriptors this process was started with are close-on-exec now (one
+# entry, once tried): see _inherited_made_close_on_exec.
+_swept: list[bool] = []
+_sweep_lock = threading.Lock()
 
 
 class HostProcess:
@@ -116,8 +121,7 @@ def start(
 
     ``enters_cwd``: ``argv`` enters ``cwd`` itself and names its program by path, so
     it is spawned without ``Popen``. ``OSError`` if it cannot be started."""
-    # Listed before the pipes are made: they are not inheritable, and need not be asked.
-    inheritable = _inheritable_fds() if enters_cwd else None
+    spawnable = enters_cwd and _inherited_made_close_on_exec()
     pipes: list[int] = []
     try:
         stdin_read, stdin_write = os.pipe2(os.O_CLOEXEC) if stdin_pipe else (None, None)
@@ -130,9 +134,9 @@ def start(
         pid = None
         # Pipe ends above 2 (not so only if this process runs with 0-2 closed): no
         # dup2 onto 0-2 can then overwrite one still to be handed over.
-        if inheritable is not None and min(pipes) > 2:
+        if spawnable and min(pipes) > 2:
             try:
-                pid = _posix_spawn(argv, env, child_ends, inheritable)
+                pid = _posix_spawn(argv, env, child_ends)
             except NotImplementedError:  # a libc without POSIX_SPAWN_SETSID
                 pid = None
         popen = None
@@ -149,37 +153,45 @@ def start(
     return HostProcess(pid, stdin_write, stdout_read, stderr_read, popen)
 
 
-def _inheritable_fds() -> list[int] | None:
-    """Our descriptors above 2 that an ``exec`` would hand on, for the child to close
-    (what ``close_fds`` does for ``Popen``); None where they cannot be listed.
+def _inherited_made_close_on_exec() -> bool:
+    """Make the descriptors above 2 that an ``exec`` would hand on close-on-exec, once
+    per process; whether that could be done (False: they cannot be listed here).
 
-    Python opens every descriptor non-inheritable (PEP 446): those found here came
-    from whoever started this process (a parent's pipe, a job server), or were made
-    inheritable on purpose. Listed at every spawn, as another thread may have opened
-    or closed some since the last. Only a descriptor another thread makes inheritable
-    on purpose between the listing and the spawn would reach the child, where
-    ``close_fds`` would still have closed it: nothing in this process does that."""
+    ``Popen(close_fds=True)`` keeps a host from getting any descriptor of ours;
+    ``posix_spawn`` as Python 3.11 offers it cannot close a range, and listing the
+    descriptors at every spawn costs a system call for each one open: a millisecond a
+    spawn with 256 hosts running. Python opens every descriptor close-on-exec (PEP 446),
+    and so do SQLite and libpq: those an ``exec`` would hand on are the ones this
+    process was started with (a parent's pipe, a job server), and they are made
+    close-on-exec once, here. The one way left to hand a host a descriptor is to make
+    one inheritable on purpose afterwards (``os.set_inheritable``, or ``os.dup2`` onto a
+    number above 2), which nothing in this process does."""
+    with _sweep_lock:
+        if not _swept:
+            _swept.append(_sweep_inherited())
+        return _swept[0]
+
+
+def _sweep_inherited() -> bool:
     try:
         names = os.listdir(_FD_DIR)
     except OSError:
-        return None
-    found: list[int] = []
+        return False
     for name in names:
         fd = int(name)
         if fd > 2:
             try:
                 if os.get_inheritable(fd):
-                    found.append(fd)
+                    os.set_inheritable(fd, False)
             except OSError:
                 continue  # closed since (the listing's own descriptor, for one)
-    return found
+    return True
 
 
 def _posix_spawn(
     argv: list[str],
     env: Mapping[str, str],
     child_ends: tuple[int | None, int, int],
-    inheritable: list[int],
 ) -> int:
     stdin_read, stdout_write, stderr_write = child_ends
     stdin_action = (
@@ -191,7 +203,6 @@ def _posix_spawn(
         stdin_action,
         (os.POSIX_SPAWN_DUP2, stdout_write, 1),
         (os.POSIX_SPAWN_DUP2, stderr_write, 2),
-        *((os.POSIX_SPAWN_CLOSE, fd) for fd in inheritable),
     ]
     return os.posix_spawn(
         argv[0], argv, env, file_actions=actions, setsid=True, setsigdef=_DEFAULT_SIGNALS
