@@ -376,3 +376,17 @@ def test_a_turns_directory_removed_under_a_running_process_is_made_again(
     finally:
         second.remove()
         parent.rmdir()
+
+
+def test_our_cgroup_is_read_again_once_the_last_reading_is_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not read at every turn, but a move of this process is seen within a second.
+    own = tmp_path / "cgroup"
+    own.write_text("0::/first\n")
+    monkeypatch.setattr(cgroups, "OWN_CGROUP", own)
+    assert cgroups._own_cgroup() == "/first"
+    own.write_text("0::/second\n")
+    assert cgroups._own_cgroup() == "/first"
+    monkeypatch.setattr(cgroups, "_OWN_MAX_AGE", 0.0)
+    assert cgroups._own_cgroup() == "/second"

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from turnkeeper.hosts import process_tree
+from turnkeeper.hosts import cgroups, process_tree
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -192,3 +192,59 @@ def test_the_reaper_scans_only_while_a_turn_is_in_flight(tmp_path: Path) -> None
     assert counts["idle"] == 0
     assert counts["busy"] >= 5
     assert counts["after"] == 0
+
+
+CGROUP_TURN = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    from turnkeeper.hosts import TurnKind, TurnRequest, process_tree, subreaper
+    from turnkeeper.hosts.subprocess_host import SubprocessHost
+    scans = []
+    real = subreaper.child_pids
+    subreaper.child_pids = lambda: scans.append(1) or real()
+    assert process_tree.become_subreaper(reap_interval=0.02)
+    ws = Path(sys.argv[1])
+    request = TurnRequest(turn_id=sys.argv[2], session_id="s", generation=1, attempt=1,
+                          kind=TurnKind.START, instructions="", workspace=ws)
+    # The host leaves an orphan (adopted by us) that ends while the turn runs on.
+    script = "(setsid sh -c 'echo $$ > orphan; sleep 0.2' &); sleep 1.5"
+    run = SubprocessHost({"command": ["sh", "-c", script]}).start(request)
+    deadline = time.monotonic() + 1.2
+    while not (ws / "orphan").exists() or not (ws / "orphan").read_text().strip():
+        time.sleep(0.01)
+    orphan = int((ws / "orphan").read_text())
+    while process_tree.read_stat(orphan) is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reaped = process_tree.read_stat(orphan) is None
+    outcome = run.wait(20)
+    print(json.dumps({"containment": outcome.containment, "reaped_in_flight": reaped,
+                      "scans": len(scans)}))
+    """
+)
+
+
+@pytest.mark.skipif(cgroups.unavailable_reason() is not None, reason="no writable cgroup2 here")
+def test_a_cgroup_turn_needs_no_scans_and_its_dead_orphans_are_still_reaped(
+    tmp_path: Path,
+) -> None:
+    turn_id = f"cg-orphan-{os.getpid()}-{random.randrange(1_000_000)}"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CGROUP_TURN, str(tmp_path), turn_id],
+            cwd=REPO,
+            env={**os.environ, "TURNKEEPER_CONTAINMENT": "cgroup"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        process_tree.kill_turn_processes(turn_id)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout)
+    assert out["containment"] == "cgroup"
+    assert out["reaped_in_flight"]  # a dead child showed, and was reaped
+    # 75 intervals in flight: a scan for the dead orphan (and any other child that
+    # died meanwhile), not one each interval.
+    assert out["scans"] <= 5

@@ -4,24 +4,36 @@ A host used to cost three threads (stdin writer, output reader, exit monitor) an
 polling loops (the reader woke every 0.1 s to look for a stop, ``Popen.wait(timeout)``
 re-checked the exit with sleeps of up to 50 ms). With hundreds of hosts running at
 once that is a thousand threads and thousands of wake-ups a second. Here one
-selector waits on everything at once — the pipes, a pidfd that becomes readable the
+``poll`` waits on everything at once — the pipes, a pidfd that becomes readable the
 moment the process exits, and the turn's deadline — and sleeps until one of them
 has something to say.
+
+``poll(2)``, not an epoll selector: a turn watches three or four descriptors once, so
+the epoll instance (made, each descriptor added and removed, closed: six system
+calls a turn) and the selector's bookkeeping cost more than they save.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import selectors
-import subprocess
+import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from turnkeeper.hosts.host_process import HostProcess
+
 READ_CHUNK = 65536
 # Without a pidfd (a kernel before 5.3) the exit is looked for this often.
 _POLL_WITHOUT_PIDFD = 0.05
+# The longest one poll waits (poll takes an int of milliseconds): a longer timeout
+# is waited for in several.
+_MAX_WAIT = 86400.0
+_READABLE = select.POLLIN
+# Nothing more to read: the writers are gone (POLLHUP without POLLIN: a pipe with
+# data left reports POLLIN too), or the descriptor is not a usable one.
+_ENDED = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
 @dataclass(frozen=True)
@@ -38,7 +50,7 @@ def _pidfd(pid: int) -> int | None:
 
 
 def serve(
-    proc: subprocess.Popen[bytes],
+    proc: HostProcess,
     *,
     stdin_data: bytes | None,
     on_stdout: Callable[[bytes], None],
@@ -64,29 +76,30 @@ def serve(
 class _Server:
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: HostProcess,
         stdin_data: bytes | None,
         on_stdout: Callable[[bytes], None],
         on_stderr: Callable[[bytes], None],
     ) -> None:
         self.proc = proc
-        self.sel = selectors.DefaultSelector()
-        self.readers = {"out": on_stdout, "err": on_stderr}
-        self.pipes = 0
-        for pipe, kind in ((proc.stdout, "out"), (proc.stderr, "err")):
-            if pipe is not None:
-                self.sel.register(pipe.fileno(), selectors.EVENT_READ, kind)
-                self.pipes += 1
+        self.poller = select.poll()
+        self.readers: dict[int, Callable[[bytes], None]] = {}
+        for fd, reader in ((proc.stdout, on_stdout), (proc.stderr, on_stderr)):
+            if fd is not None:
+                self.poller.register(fd, _READABLE)
+                self.readers[fd] = reader
         self.pending = memoryview(stdin_data or b"")
-        if proc.stdin is not None:
+        self.stdin = proc.stdin
+        if self.stdin is not None:
             if self.pending:
-                os.set_blocking(proc.stdin.fileno(), False)
-                self.sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, "in")
+                os.set_blocking(self.stdin, False)
+                self.poller.register(self.stdin, select.POLLOUT)
             else:
-                proc.stdin.close()
+                proc.close_stdin()
+                self.stdin = None
         self.pidfd = _pidfd(proc.pid)
         if self.pidfd is not None:
-            self.sel.register(self.pidfd, selectors.EVENT_READ, "exit")
+            self.poller.register(self.pidfd, _READABLE)
 
     def run(
         self,
@@ -99,67 +112,70 @@ class _Server:
         deadline = time.monotonic() + timeout
         drain_until: float | None = None
         timed_out = False
+        # With a pidfd the exit is looked for once it says so (it stays readable from
+        # the exit on); without one, at every pass.
+        look_for_exit = self.pidfd is None
         while True:
-            now = time.monotonic()
-            if drain_until is None and self.proc.poll() is not None:
+            if drain_until is None and look_for_exit and self.proc.poll() is not None:
                 on_exit()
                 drain_until = time.monotonic() + drain_seconds
                 if self.pidfd is not None:
-                    self.sel.unregister(self.pidfd)
-                continue
-            if drain_until is not None and (self.pipes == 0 or now >= drain_until):
+                    self.poller.unregister(self.pidfd)
+            now = time.monotonic()
+            if drain_until is not None and (not self.readers or now >= drain_until):
                 return timed_out
             if drain_until is None and not timed_out and now >= deadline:
                 timed_out = True
                 on_timeout()
+                look_for_exit = True  # the kill may have ended it already
                 continue
             # Draining: until the drain ends. Running: until the deadline, or, once ended
             # for it, until the exit (which the kill brings at once).
             limit = drain_until if drain_until is not None else None if timed_out else deadline
-            wait = None if limit is None else max(limit - now, 0.0)
+            wait = None if limit is None else min(max(limit - now, 0.0), _MAX_WAIT)
             if self.pidfd is None and drain_until is None:
                 wait = _POLL_WITHOUT_PIDFD if wait is None else min(wait, _POLL_WITHOUT_PIDFD)
-            self._handle(self.sel.select(wait))
+            ready = self.poller.poll(None if wait is None else wait * 1000)
+            look_for_exit = self._handle(ready) or self.pidfd is None
+        return timed_out
 
-    def _handle(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
-        for key, _ in ready:
-            if key.data == "exit":
-                continue  # proc.poll() in the loop collects it
-            if key.data == "in":
-                self.pending = _write_some(self.proc, self.sel, self.pending)
-                continue
-            chunk = os.read(key.fd, READ_CHUNK)
-            if chunk:
-                self.readers[key.data](chunk)
-            else:
-                self.sel.unregister(key.fd)
-                self.pipes -= 1
+    def _handle(self, ready: list[tuple[int, int]]) -> bool:
+        """Act on what ``poll`` reported; whether the pidfd said the process exited."""
+        exited = False
+        for fd, events in ready:
+            if fd == self.pidfd:
+                exited = True  # collected by the loop
+            elif fd == self.stdin:
+                self._write_some(events)
+            elif events & _READABLE and (chunk := os.read(fd, READ_CHUNK)):
+                self.readers[fd](chunk)
+            elif events & (_READABLE | _ENDED):
+                # The end of the pipe (an empty read, or a hang-up with nothing left
+                # in it, which needs no read to tell).
+                self.poller.unregister(fd)
+                del self.readers[fd]
+        return exited
+
+    def _write_some(self, events: int) -> None:
+        """Write what the pipe takes now; close it when all is written or the host left."""
+        assert self.stdin is not None
+        try:
+            if events & select.POLLERR:  # the reader is gone: the write would fail
+                raise BrokenPipeError(errno.EPIPE, "the host closed its stdin")
+            written = os.write(self.stdin, self.pending)
+        except BlockingIOError:
+            return
+        except OSError as exc:  # the host exited without reading its input: its outcome says why
+            if exc.errno not in (errno.EPIPE, errno.EBADF):
+                raise
+            written = len(self.pending)
+        self.pending = self.pending[written:]
+        if not self.pending:
+            self.poller.unregister(self.stdin)
+            self.proc.close_stdin()
+            self.stdin = None
 
     def close(self) -> None:
-        self.sel.close()
         if self.pidfd is not None:
             os.close(self.pidfd)
-        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-
-def _write_some(
-    proc: subprocess.Popen[bytes], sel: selectors.BaseSelector, pending: memoryview
-) -> memoryview:
-    """Write what the pipe takes now; close it when all is written or the host left."""
-    assert proc.stdin is not None
-    fd = proc.stdin.fileno()
-    try:
-        written = os.write(fd, pending)
-    except BlockingIOError:
-        return pending
-    except OSError as exc:  # the host exited without reading its input: its outcome says why
-        if exc.errno not in (errno.EPIPE, errno.EBADF):
-            raise
-        written = len(pending)
-    rest = pending[written:]
-    if not rest:
-        sel.unregister(fd)
-        proc.stdin.close()
-    return rest
+        self.proc.close()

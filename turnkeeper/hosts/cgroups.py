@@ -10,10 +10,11 @@ of the control plane. At the end of the turn everything in it is killed
 directory is removed.
 
 The host joins its cgroup before it can fork: it is spawned through a tiny shell
-exec wrapper (:data:`JOIN_AND_EXEC`) that writes ``0`` to ``cgroup.procs`` (moving the
-writer) and then ``exec``\\ s the real command, so pid and start time — the process
-identity the journal records — are the host's own. ``subprocess`` has no cgroup
-option, and ``preexec_fn`` is unsafe in a threaded program.
+exec wrapper (:data:`turnkeeper.hosts.containment.JOIN_ENTER_AND_EXEC`) that writes
+``0`` to ``cgroup.procs`` (moving the writer) and then ``exec``\\ s the real command,
+so pid and start time — the process identity the journal records — are the host's
+own. ``subprocess`` has no cgroup option, and ``preexec_fn`` is unsafe in a threaded
+program.
 
 Nothing here fails a turn on its own: without a cgroup2 mount, without cgroup v2
 membership (v1 only), on a read-only or foreign hierarchy, :func:`create` raises
@@ -60,18 +61,6 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 # An empty turn cgroup this old is a leftover nobody will join (see _prune_stale).
 _STALE_SECONDS = 120.0
 _PRUNE_MAX = 1000
-
-#: Run as ``/bin/sh -c JOIN_AND_EXEC <cgroup.procs> ARGS...``: the shell moves itself
-#: into the turn's cgroup (writing ``0`` moves the writer), then ``exec``s the command,
-#: which keeps the shell's pid and start time. A shell costs ~1 ms where an interpreter
-#: costs ~10 ms of CPU a turn. Whether joining works here is probed once per process
-#: (:func:`unavailable_reason`), so the wrapper need not report: if the write fails
-#: anyway it exits 125 with a message rather than run the host uncontained.
-JOIN_AND_EXEC = (
-    'echo 0 >"$0" || { echo "turnkeeper: the host cannot join its cgroup $0" >&2; exit 125; }; '
-    'exec "$@"'
-)
-SHELL = "/bin/sh"
 
 
 class CgroupUnavailableError(Exception):
@@ -151,9 +140,16 @@ def turn_cgroup_name(turn_id: str) -> str:
 
 
 # The cgroup2 mount, read once per process and per mount table file (tests point
-# MOUNTINFO elsewhere): mountinfo has a line per mount, and every turn asks. Our own
-# cgroup is read each time, since something may move this process between turns.
+# MOUNTINFO elsewhere): mountinfo has a line per mount, and every turn asks.
 _mounts: dict[Path, tuple[Path, str] | None] = {}
+
+# Our own cgroup, by the file it was read from (tests point OWN_CGROUP elsewhere): read
+# again once the last reading is _OWN_MAX_AGE old, as something may move this process,
+# not at every turn (the kernel builds the file afresh, a line per hierarchy, under the
+# cgroup lock). Until a move is seen, turns' cgroups are made below the cgroup we were
+# in, which cannot be removed while they are there.
+_own_read: dict[Path, tuple[float, str | None]] = {}
+_OWN_MAX_AGE = 1.0
 
 
 def _mount() -> tuple[Path, str] | None:
@@ -172,13 +168,25 @@ _own_dirs: dict[tuple[Path, str], tuple[Path, Path]] = {}
 _OWN_DIRS_MAX = 64
 
 
+def _own_cgroup() -> str | None:
+    source, now = OWN_CGROUP, time.monotonic()
+    last = _own_read.get(source)
+    if last is not None and now - last[0] < _OWN_MAX_AGE:
+        return last[1]
+    own = own_cgroup(read_file(os.fspath(source)).decode())
+    if len(_own_read) >= _OWN_DIRS_MAX:
+        _own_read.clear()
+    _own_read[source] = (now, own)
+    return own
+
+
 def _hierarchy() -> tuple[Path, Path]:
     """(cgroup2 mount point, our own cgroup directory); ``CgroupUnavailableError`` if none."""
     if not sys.platform.startswith("linux"):
         raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
     try:
         mount = _mount()
-        own = own_cgroup(read_file(os.fspath(OWN_CGROUP)).decode())
+        own = _own_cgroup()
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
     if mount is None:
@@ -435,12 +443,11 @@ def end(cgroup: TurnCgroup, protected: Container[int], timeout: float) -> Cgroup
     """
     deadline = time.monotonic() + timeout
     # Empty (the usual end: the host exited and left nothing): nothing to freeze or
-    # kill, and gone. rmdir refuses a cgroup that has a member or a cgroup of its own,
-    # so neither is lost: a member that joined after the read, or a cgroup nested in
-    # it, takes the path below. Tried first on the turn's cgroup alone: listing it for
-    # nested cgroups reads its two dozen interface files' entries.
-    alone = [cgroup.directory]
-    if not cgroup._members(alone) and not cgroup._remove(alone):
+    # kill, and gone. Removed straight away, without reading its members first: rmdir
+    # itself refuses a cgroup that has a live member or a cgroup of its own (EBUSY),
+    # and either takes the path below. Tried first on the turn's cgroup alone: listing
+    # it for nested cgroups reads its two dozen interface files' entries.
+    if not cgroup._remove([cgroup.directory]):
         return CgroupEnd({}, [], removed=True)
     tree = cgroup._tree()
     first = cgroup._members(tree)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from typing import Literal
 
 from turnkeeper.host_reports import ProcessIdentity
@@ -48,6 +49,27 @@ _live: dict[str, TurnCgroup] = {}  # turn id -> the cgroup this process made for
 # removed): no need to search the hierarchy for them. Oldest first, bounded.
 _settled: dict[str, None] = {}
 _SETTLED_MAX = 4096
+
+#: Run as ``/bin/sh -c JOIN_ENTER_AND_EXEC <cgroup.procs> <workspace> <OLDPWD> ARGS...``:
+#: the shell moves itself into the turn's cgroup (writing ``0`` moves the writer),
+#: enters the workspace, then ``exec``\ s the command, which keeps the shell's pid and
+#: start time. A shell costs ~1 ms where an interpreter costs ~10 ms of CPU a turn.
+#: Whether joining works here is probed once per process (:func:`_join_unavailable`),
+#: so the wrapper need not report: if the write fails anyway it exits 125 with a
+#: message rather than run the host uncontained. Entering the workspace here, not in
+#: the spawning process, is what lets the host be spawned without ``Popen``
+#: (hosts/host_process.py); the spawn checked that it can be entered, so a 125 for it
+#: means it went away in between. ``cd`` sets OLDPWD (to the control plane's
+#: directory): it is put back as the environment had it, passed as ``=<value>``, or
+#: as an empty argument for none.
+JOIN_ENTER_AND_EXEC = (
+    'echo 0 >"$0" || { echo "turnkeeper: the host cannot join its cgroup $0" >&2; exit 125; }; '
+    'cd -P -- "$1" || '
+    '{ echo "turnkeeper: the host cannot enter its workspace $1" >&2; exit 125; }; '
+    'case $2 in "") unset OLDPWD;; *) OLDPWD=${2#=};; esac; '
+    'shift 2; exec "$@"'
+)
+SHELL = "/bin/sh"
 
 
 def requested_mode() -> str:
@@ -72,11 +94,21 @@ class TurnContainment:
 
     # --- spawning ---------------------------------------------------------------------
 
-    def command(self, args: list[str]) -> list[str]:
-        """The argv to spawn: ``args`` itself, or through the cgroup's exec wrapper."""
+    @property
+    def enters_workspace(self) -> bool:
+        """Whether :meth:`command` enters the workspace itself (the cgroup's wrapper)."""
+        return self.cgroup is not None
+
+    def command(self, args: list[str], workspace: str, env: Mapping[str, str]) -> list[str]:
+        """The argv to spawn: ``args`` itself, or through the cgroup's exec wrapper,
+        which also enters ``workspace`` and keeps ``env``'s OLDPWD."""
         if self.cgroup is None:
             return args
-        return [cgroups.SHELL, "-c", cgroups.JOIN_AND_EXEC, self.cgroup.procs_path, *args]
+        # Not a bare relative name, which cd would look for along CDPATH.
+        where = workspace if workspace.startswith("/") else f"./{workspace}"
+        oldpwd = env.get("OLDPWD")
+        was = "" if oldpwd is None else f"={oldpwd}"
+        return [SHELL, "-c", JOIN_ENTER_AND_EXEC, self.cgroup.procs_path, where, was, *args]
 
     def track(self, identity: ProcessIdentity) -> None:
         """The host runs: its orphans are attributed to it from now on (if not contained)."""

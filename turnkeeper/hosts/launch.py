@@ -204,7 +204,7 @@ def _runs(candidate: str) -> tuple[bool, bool]:
     return is_file, is_file and os.access(candidate, os.X_OK)
 
 
-def unrunnable(program: str, search_path: str, cwd: Path) -> str | None:
+def unrunnable(program: str, search_path: str, cwd: str | Path) -> str | None:
     """Why ``program`` cannot be executed (as ``execvp`` would look for it), or None."""
     # Plain strings, not Path objects: this runs before every turn's spawn.
     here = os.fspath(cwd)

@@ -85,10 +85,31 @@ def _read_proc_file(pid: int, name: str) -> bytes:
     return read_file(f"{_PROC_DIR}/{pid}/{name}")
 
 
+# /proc/<pid>/stat is one line of at most ~1 KiB (a 16-byte comm, 52 numbers).
+_STAT_READ_SIZE = 4096
+
+
+def _read_stat_line(pid: int) -> bytes:
+    """``/proc/<pid>/stat``, read until its line is complete: one read, not the two
+    :func:`read_file` needs to see the end (the kernel hands over the whole line at
+    once). Read on at every turn's spawn and end, and for each process ended."""
+    fd = os.open(f"{_PROC_DIR}/{pid}/stat", os.O_RDONLY)
+    try:
+        line = os.read(fd, _STAT_READ_SIZE)
+        while line and not line.endswith(b"\n"):
+            more = os.read(fd, _STAT_READ_SIZE)
+            if not more:
+                break
+            line += more
+        return line
+    finally:
+        os.close(fd)
+
+
 def read_stat(pid: int) -> ProcStat | None:
     """Parse ``/proc/<pid>/stat``; None if the process is gone."""
     try:
-        raw = _read_proc_file(pid, "stat")
+        raw = _read_stat_line(pid)
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # comm (field 2) may contain spaces and parentheses: split after the last ')'.

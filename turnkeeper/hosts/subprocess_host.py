@@ -42,7 +42,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -50,7 +49,7 @@ from typing import Protocol
 
 from turnkeeper.errors import Unavailable
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
-from turnkeeper.hosts import containment, process_tree
+from turnkeeper.hosts import containment, host_process, process_tree
 from turnkeeper.hosts._events import (
     EventLog,
     Line,
@@ -64,6 +63,7 @@ from turnkeeper.hosts.base import HostOutcome, HostSpawnFailed, KillReport, Turn
 from turnkeeper.hosts.completion import (
     completes_todo,
 )
+from turnkeeper.hosts.host_process import HostProcess
 from turnkeeper.hosts.launch import (
     process_env,
     substitute,
@@ -139,8 +139,13 @@ def spawn(
     """Start the command for ``request``; ``HostSpawnFailed`` if it cannot start."""
     template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
     args = substitute(template or cfg.command, request)
-    if not os.path.isdir(request.workspace):
-        raise HostSpawnFailed(f"workspace {request.workspace} is not a directory")
+    workspace = os.fspath(request.workspace)
+    if not os.path.isdir(workspace):
+        raise HostSpawnFailed(f"workspace {workspace} is not a directory")
+    # Asked here, not left to the spawn: behind the cgroup's wrapper a workspace that
+    # cannot be entered would be the shell's exit 125, not the spawn failure it is.
+    if not os.access(workspace, os.X_OK):
+        raise HostSpawnFailed(f"workspace {workspace} cannot be entered (no search permission)")
     stdin_data: bytes | None = None
     if cfg.stdin == "instructions":
         stdin_data = request.instructions.encode()
@@ -152,7 +157,7 @@ def spawn(
     env = turn_env(request, cfg)
     # Checked before the spawn: behind the cgroup's exec wrapper a missing program would
     # be the shell's exit 127, not the spawn failure it is.
-    program_problem = unrunnable(args[0], env.get("PATH", os.defpath), request.workspace)
+    program_problem = unrunnable(args[0], env.get("PATH", os.defpath), workspace)
     if program_problem is not None:
         raise HostSpawnFailed(
             f"cannot start {args[0]!r}: {program_problem}", details={"args": [args[0]]}
@@ -161,15 +166,12 @@ def spawn(
     # The lock keeps the orphan reaper from reaping this child before it is registered.
     with process_tree.spawn_lock:
         try:
-            proc = subprocess.Popen(
-                with_parent_death(contained.command(args)),
-                cwd=request.workspace,
-                env=env,
-                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
+            proc = host_process.start(
+                with_parent_death(contained.command(args, workspace, env)),
+                env,
+                cwd=workspace,
+                stdin_pipe=stdin_data is not None,
+                enters_cwd=contained.enters_workspace,
             )
         except OSError as exc:
             contained.abandon()
@@ -189,7 +191,7 @@ class SubprocessRun:
         self,
         request: TurnRequest,
         cfg: SubprocessHostConfig,
-        proc: subprocess.Popen[bytes],
+        proc: HostProcess,
         identity: ProcessIdentity,
         stdin_data: bytes | None,
         adapter: RunAdapter | None = None,
@@ -206,7 +208,10 @@ class SubprocessRun:
         self._stderr = bytearray()
         self._lines = LineBuffer(cfg.max_line_bytes)
         self._stdin_data = stdin_data
-        self._done = threading.Event()
+        # Held until the outcome is set: a lock as a latch, not an Event, which builds a
+        # Condition (and a lock of its own) for every run and notifies it when set.
+        self._done = threading.Lock()
+        self._done.acquire()
         self._outcome: HostOutcome | None = None
         self._killed_by_us = False
         self._timed_out = False
@@ -234,10 +239,12 @@ class SubprocessRun:
         return self._log.wait_after(after_seq, timeout)
 
     def wait(self, timeout: float | None = None) -> HostOutcome:
-        if not self._done.wait(timeout):
-            raise Unavailable(
-                f"turn {self.request.turn_id} is still running", reason="host_running"
-            )
+        if self._outcome is None:  # set before the latch is released
+            if not self._done.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+                raise Unavailable(
+                    f"turn {self.request.turn_id} is still running", reason="host_running"
+                )
+            self._done.release()  # for any other waiter
         assert self._outcome is not None
         return self._outcome
 
@@ -406,7 +413,7 @@ class SubprocessRun:
         # Done before the log closes: the driver, woken by the close as the last
         # reader of the events, finds the outcome ready instead of waiting again for
         # it. Every event is in the log already (sealed above).
-        self._done.set()
+        self._done.release()
         self._log.close()
 
     def _turn_result(self, succeeded: bool) -> JsonDict:

@@ -18,8 +18,8 @@ processes stay in their cgroup), and an orphan inside one of our turn cgroups is
 left to that cgroup.
 
 Cost: our children are read from ``/proc/self/task/*/children``, and only while a
-turn is in flight; otherwise the reaper thread does one ``waitid(WNOWAIT)`` per
-interval and scans only when a child has died.
+turn whose orphans are attributed is in flight; otherwise the reaper thread does one
+``waitid(WNOWAIT)`` per interval and scans only when a child has died.
 """
 
 from __future__ import annotations
@@ -75,7 +75,11 @@ class _ChildRegistry:
         # it is contained otherwise (a cgroup) or we adopt nothing (not a subreaper).
         self._in_flight: dict[str, int | None] = {}
         self._orphans: dict[int, _Orphan] = {}
-        #: Set while a turn is in flight: the reaper thread scans only then.
+        self._candidates = 0  # turns in flight that orphans are attributed to
+        #: Set while such a turn is in flight: the reaper thread scans only then. A
+        #: turn contained otherwise needs no scan: its processes stay in its cgroup and
+        #: end with it, and an orphan of its that dies first is in another session
+        #: than ours, which the reaper reaps when a dead child shows.
         self.active = threading.Event()
 
     def register_owned(self, pid: int) -> None:
@@ -96,9 +100,13 @@ class _ChildRegistry:
         """A turn's host runs; with ``candidate`` its orphans are attributed to it."""
         attribute = candidate and is_child_subreaper()
         with self.lock:
+            if self._in_flight.get(turn_id) is not None:
+                self._candidates -= 1  # started again (a respawn): counted once
             self._in_flight[turn_id] = host_start_time if attribute else None
-            if not self.active.is_set():  # set() would notify its condition each turn
-                self.active.set()
+            if attribute:
+                self._candidates += 1
+                if not self.active.is_set():  # set() would notify its condition each turn
+                    self.active.set()
 
     def turn_ended(self, turn_id: str, *, end_orphans: bool = True) -> list[tuple[int, int]]:
         """The turn is over: (pid, start time) of the orphans whose last candidate it was.
@@ -110,11 +118,13 @@ class _ChildRegistry:
         with self.lock:
             if turn_id not in self._in_flight:
                 return []
-            if end_orphans and self._in_flight[turn_id] is not None:
-                self._scan()
+            if self._in_flight[turn_id] is not None:
+                if end_orphans:
+                    self._scan()  # while the turn is still a candidate
+                self._candidates -= 1
+                if not self._candidates:
+                    self.active.clear()
             del self._in_flight[turn_id]
-            if not self._in_flight:
-                self.active.clear()
             ended: list[tuple[int, int]] = []
             for pid, orphan in list(self._orphans.items()):
                 if turn_id not in orphan.turns:
