@@ -390,3 +390,21 @@ def test_the_global_ignore_files_follow_the_environment(
     assert str(tmp_path / "home" / ".config" / "git" / "ignore") in (
         workspace_fingerprint._ignore_sources(repo)
     )
+
+
+def test_an_ignore_file_that_appears_or_goes_is_seen(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user's global ignore file is missing most of the time: its coming and going
+    # both change the fingerprint.
+    monkeypatch.setattr(workspace_fingerprint, "RACY_NS", 0)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    missing = fingerprint(repo)
+    assert fingerprint(repo) == missing
+    ignore = tmp_path / "config" / "git" / "ignore"
+    ignore.parent.mkdir(parents=True)
+    ignore.write_text("*.txt\n")
+    present = fingerprint(repo)
+    assert missing is not None and present is not None and present.key != missing.key
+    ignore.unlink()
+    assert fingerprint(repo) == missing

@@ -70,7 +70,17 @@ def git_marker(cwd: Path) -> Path | None:
     return None
 
 
+def present(path: str) -> bool:
+    """Whether ``path`` exists (a symlink followed), as a stat would find it. Asked
+    before a stat of a file that is often missing (``packed-refs``, a reftable, the
+    user's global git files): a failed stat raises and catches an OSError, six times
+    what this costs; a file missing here and there a moment later is missing still."""
+    return os.access(path, os.F_OK)
+
+
 def _stat(path: str) -> tuple[str, int, int, int] | None:
+    if not present(path):
+        return None
     try:
         st = os.stat(path)
     except OSError:
@@ -143,7 +153,7 @@ def head_stamp(git_dir: str | Path) -> _Stamp | None:
     # Path join gives, so a stamp equals the one of a run before.
     top = os.fspath(git_dir)
     reftable, head, packed = _files_of(top)
-    if os.path.exists(reftable):
+    if present(reftable):
         return None  # refs in a reftable are not files a stat can watch
     try:
         # A ``.git`` file (not a directory) fails here too: ENOTDIR.

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnkeeper.runtime.workspaces.environment import environ_value
-from turnkeeper.runtime.workspaces.workspace import discovery_overridden, head_stamp
+from turnkeeper.runtime.workspaces.workspace import discovery_overridden, head_stamp, present
 
 MAX_ENTRIES = 20_000
 RACY_NS = 2_000_000_000
@@ -113,8 +113,10 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
     files: list[tuple[str, int, int, int, int] | str] = []
     for path in (*sources, *map(os.fspath, extra_files)):
         try:
-            st = os.stat(path)
+            st = os.stat(path) if present(path) else None
         except OSError:
+            st = None
+        if st is None:
             files.append(path)  # missing (or unreadable): its path alone
             continue
         mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
