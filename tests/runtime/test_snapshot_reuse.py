@@ -193,6 +193,20 @@ def test_every_change_gets_a_new_snapshot_with_the_right_tree(
     assert git(repo, "show", f"{first.tree}:a.txt") == "alpha"
 
 
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_worktree_kept_as_a_digest_still_shows_every_change(
+    repo: Path, artifact: Path, settled: None, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    # A worktree of more than KEPT_ENTRIES entries is remembered as a digest of its stats.
+    monkeypatch.setattr(workspace_fingerprint, "KEPT_ENTRIES", 0)
+    before = fingerprint(repo, [artifact])
+    assert before is not None and isinstance(before.key[-1], bytes)
+    assert fingerprint(repo, [artifact]) == before
+    CHANGES[change](repo, artifact)
+    after = fingerprint(repo, [artifact])
+    assert after is not None and after.key != before.key
+
+
 def test_a_change_to_an_ignored_file_is_rechecked_and_gets_the_same_snapshot(
     repo: Path, artifact: Path, calls: GitCalls, settled: None
 ) -> None:
@@ -227,7 +241,7 @@ def test_a_fingerprint_taken_inside_the_racy_window_is_not_trusted(
     assert "add" in [line.split()[0] for line in calls.take()]
     # Outside the window the same, unchanged workspace is trusted.
     later = time.time_ns() + 2 * workspace_fingerprint.RACY_NS
-    assert fresh.digest == fingerprint_at(repo, later).digest
+    assert fresh.key == fingerprint_at(repo, later).key
     assert fingerprint_at(repo, later).trusted
 
 
@@ -368,7 +382,7 @@ def test_the_global_ignore_files_follow_the_environment(
     (moved / "git" / "ignore").write_text("*.log\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(moved))
     after = fingerprint(repo)
-    assert before is not None and after is not None and after.digest != before.digest
+    assert before is not None and after is not None and after.key != before.key
     assert str(moved / "git" / "ignore") in workspace_fingerprint._ignore_sources(repo)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XDG_CONFIG_HOME")
@@ -376,3 +390,21 @@ def test_the_global_ignore_files_follow_the_environment(
     assert str(tmp_path / "home" / ".config" / "git" / "ignore") in (
         workspace_fingerprint._ignore_sources(repo)
     )
+
+
+def test_an_ignore_file_that_appears_or_goes_is_seen(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user's global ignore file is missing most of the time: its coming and going
+    # both change the fingerprint.
+    monkeypatch.setattr(workspace_fingerprint, "RACY_NS", 0)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    missing = fingerprint(repo)
+    assert fingerprint(repo) == missing
+    ignore = tmp_path / "config" / "git" / "ignore"
+    ignore.parent.mkdir(parents=True)
+    ignore.write_text("*.txt\n")
+    present = fingerprint(repo)
+    assert missing is not None and present is not None and present.key != missing.key
+    ignore.unlink()
+    assert fingerprint(repo) == missing

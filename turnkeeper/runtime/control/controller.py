@@ -49,7 +49,7 @@ from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.runtime.turn.driver import TurnDriver, TurnResult
 from turnkeeper.runtime.turn.host_receipts import failure_reason
-from turnkeeper.runtime.turn.planning import goal_view
+from turnkeeper.runtime.turn.planning import GoalViews
 from turnkeeper.runtime.turn.run_progress import Reporter, RunMonitor, RunRecord
 from turnkeeper.runtime.turn.runner_link import Reattached, RunnerWait
 from turnkeeper.store.base import EventStore
@@ -131,6 +131,8 @@ class Controller:
         # Running hosts as ``run`` shows them: elapsed time, latest message, silence.
         self.monitor = RunMonitor(self._report, self.config.silence_warning_seconds)
         self.driver.watcher = self.monitor
+        # What each session plans on, built again only when the goal or a claim moved.
+        self._views = GoalViews()
 
     def _say(
         self, sid: str, event: str, text: str, *, named: bool = True, **fields: object
@@ -414,7 +416,7 @@ class Controller:
             stop, why = self.stops.halt(session, "suspend", why, stop="extension_disabled")
             return _Next(stop=stop, reason=why)
         goal = self.goals.load(session.goal_id)
-        plan = plan_next_turn(session, goal_view(goal, sid, now), now)
+        plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
         if isinstance(plan, Stop):
             return _Next(stop=self._stopped(sid, plan))
         pace = pace_next_turn(
@@ -442,7 +444,7 @@ class Controller:
             idle = session.turns_without_progress
             self._say(sid, "replan_raised", f"no progress in {idle} turns; replan raised")
             goal = self.goals.load(goal.goal.id)
-            plan = plan_next_turn(session, goal_view(goal, sid, now), now)
+            plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
             if isinstance(plan, Stop):
                 return _Next(stop=self._stopped(sid, plan))
         waiting = self._wait_for_runner(sid)

@@ -21,13 +21,20 @@ _SLOT_WAIT_SECONDS = 0.5
 
 
 class TurnSlots:
-    """At most ``concurrency`` turns running, at most ``budget`` turns in all."""
+    """At most ``concurrency`` turns running, at most ``budget`` turns in all.
+
+    A count under one lock, not a semaphore: every turn takes and gives back a slot, and
+    a semaphore's acquire with a timeout is a condition's wait dressed up, paid even
+    when a slot is free. The condition is waited on, and told, only while no slot is."""
 
     def __init__(self, concurrency: int, budget: int | None, stop: threading.Event) -> None:
-        self._running = threading.BoundedSemaphore(concurrency)
+        self._concurrency = concurrency
+        self._free = concurrency
         self._budget = budget
         self._started = 0
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._waiting = 0  # threads waiting for a free slot
         self._stop = stop
 
     @property
@@ -42,18 +49,28 @@ class TurnSlots:
     def take(self) -> bool:
         """Wait for a free slot and count the turn; False if the budget is spent or the
         run is stopping (then nothing was taken)."""
-        while not self._running.acquire(timeout=_SLOT_WAIT_SECONDS):
-            if self._stop.is_set():
-                return False
         with self._lock:
+            while self._free == 0:
+                if self._stop.is_set():
+                    return False
+                self._waiting += 1
+                try:
+                    self._freed.wait(_SLOT_WAIT_SECONDS)
+                finally:
+                    self._waiting -= 1
             if self._stop.is_set() or (self._budget is not None and self._started >= self._budget):
-                self._running.release()
                 return False
+            self._free -= 1
             self._started += 1
         return True
 
     def give_back(self) -> None:
-        self._running.release()
+        with self._lock:
+            if self._free >= self._concurrency:
+                raise ValueError("a turn slot given back that was not taken")
+            self._free += 1
+            if self._waiting:
+                self._freed.notify()
 
 
 @dataclass

@@ -15,7 +15,7 @@ A crash point sits after each step, so tests can SIGKILL the real process there.
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -127,7 +127,9 @@ def _spawn_failure(error: TurnkeeperError) -> HostOutcome:
 
 
 def new_turn_id() -> str:
-    return f"turn-{uuid.uuid4().hex[:16]}"
+    # 64 random bits as 16 hex digits, the shape ids always had (a uuid4's first 16
+    # digits, one of them the fixed version digit): without building a UUID each turn.
+    return f"turn-{os.urandom(8).hex()}"
 
 
 class TurnDriver:
@@ -280,9 +282,6 @@ class TurnDriver:
         is the one the plan chose the todo by."""
         if envelope.todo_id is None:
             return None, None
-        until = self._sessions.now() + timedelta(
-            seconds=self._config.host_timeout_seconds + self._config.lease_seconds
-        )
         owner = claim_owner(session.session_id)
         if goal is None:
             goal = self._goals.load(session.goal_id)
@@ -290,6 +289,9 @@ class TurnDriver:
         title = todo.title if todo is not None else None
         if todo is not None and todo.claim is not None and todo.claim.owner == owner:
             return None, title  # our own live claim from the turn this one continues
+        until = self._sessions.now() + timedelta(
+            seconds=self._config.host_timeout_seconds + self._config.lease_seconds
+        )
         return ClaimTodo(todo_id=envelope.todo_id, owner=owner, lease_expires_at=until), title
 
     def _request(

@@ -53,10 +53,15 @@ class CappedEvents:
 
     def __init__(self, limits: TurnLimits, journaled: int = 0) -> None:
         """``journaled``: events of this turn already journaled (a reattached turn)."""
-        self._cap = OutputCap(limits)
+        self._limits = limits
+        # Made at the first event (its digest of dropped output included): a turn whose
+        # host prints nothing, as many do, needs none.
+        self._cap: OutputCap | None = None
         self._seq = journaled
 
     def admit(self, event: HostEvent) -> HostEvent | None:
+        if self._cap is None:
+            self._cap = OutputCap(self._limits)
         meaningful = carries_meaning(event.kind, event.data)
         if not self._cap.admit(event.kind, event.data, meaningful=meaningful):
             return None
@@ -65,7 +70,7 @@ class CappedEvents:
 
     def truncation(self) -> HostEvent | None:
         """The ``output.truncated`` event for what this cap dropped (None: nothing)."""
-        data = self._cap.truncation()
+        data = self._cap.truncation() if self._cap is not None else None
         if data is None:
             return None
         self._seq += 1

@@ -17,9 +17,9 @@ starts it again).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
+from types import TracebackType
 
 from turnkeeper.errors import TurnkeeperError, Unavailable
 from turnkeeper.kernel.session import LeaseToken, RenewLease
@@ -60,12 +60,15 @@ class LeaseKeeper:
         self._clock = clock
         self._due: dict[str, float] = {}  # session id -> monotonic time of its next renewal
         self._holds: dict[str, int] = {}  # session id -> how many holders keep it
-        self._changed = threading.Condition()
+        # The condition's own lock, taken directly where nothing waits or is told (a
+        # hold of a lease already kept: the driver's around every host).
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
 
     def hold(self, session_id: str) -> None:
         """Renew ``session_id``'s lease every period until as many :meth:`drop` calls."""
-        with self._changed:
+        with self._lock:
             self._holds[session_id] = self._holds.get(session_id, 0) + 1
             if session_id in self._due:
                 return  # renewed already: nothing changes, nothing to wake the thread for
@@ -78,7 +81,7 @@ class LeaseKeeper:
             self._changed.notify()
 
     def drop(self, session_id: str) -> None:
-        with self._changed:
+        with self._lock:
             left = self._holds.get(session_id, 0) - 1
             if left > 0:
                 self._holds[session_id] = left
@@ -92,14 +95,9 @@ class LeaseKeeper:
         with self._changed:
             return list(self._due)
 
-    @contextmanager
-    def keeping(self, session_id: str) -> Iterator[None]:
+    def keeping(self, session_id: str) -> _Keeping:
         """Renew ``session_id``'s lease every period until the block ends."""
-        self.hold(session_id)
-        try:
-            yield
-        finally:
-            self.drop(session_id)
+        return _Keeping(self, session_id)
 
     def _run(self) -> None:
         idle_since: float | None = None
@@ -126,3 +124,25 @@ class LeaseKeeper:
                     with self._changed:
                         # Fenced off: no renewal can succeed any more, whoever holds it.
                         self._due.pop(sid, None)
+
+
+class _Keeping:
+    """:meth:`LeaseKeeper.keeping`'s block: a hold on entry, its drop on the way out (a
+    class, not a generator: entered around every host)."""
+
+    __slots__ = ("_keeper", "_session_id")
+
+    def __init__(self, keeper: LeaseKeeper, session_id: str) -> None:
+        self._keeper = keeper
+        self._session_id = session_id
+
+    def __enter__(self) -> None:
+        self._keeper.hold(self._session_id)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._keeper.drop(self._session_id)

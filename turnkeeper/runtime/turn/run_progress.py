@@ -18,8 +18,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from turnkeeper.host_reports import HostEvent
@@ -34,14 +35,20 @@ MAX_MESSAGE_CHARS: Final = 500
 MAX_MESSAGE_RECORDS_PER_TURN: Final = 200
 
 
-@dataclass(frozen=True)
-class RunRecord:
+# A record without fields shares this one (read-only: no record changes another's).
+_NO_FIELDS: Final[Mapping[str, object]] = MappingProxyType({})
+
+
+class RunRecord(NamedTuple):
+    """One happening (a tuple: a few are made every turn, and a frozen dataclass costs
+    four times what a tuple does to make)."""
+
     record: str
     text: str
     session: str | None = None
     # What a program reads; only printed (``run --json`` writes any other value as its
     # ``str``), so any value may be reported.
-    fields: Mapping[str, object] = field(default_factory=dict)
+    fields: Mapping[str, object] = _NO_FIELDS
 
     def as_json(self) -> dict[str, object]:
         head: dict[str, object] = {"progress": self.text, "record": self.record}

@@ -14,9 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from types import TracebackType
 
 from turnkeeper.hosts import HostRun
 
@@ -50,16 +49,17 @@ class RunningHosts:
         self._lock = threading.Lock()
         self._exiting = threading.Event()
 
-    @contextmanager
-    def tracking(self, sid: str, turn_id: str, run: HostRun) -> Iterator[None]:
+    def tracking(self, sid: str, turn_id: str, run: HostRun) -> _Tracking:
         """``run`` is listed as turn ``turn_id`` of session ``sid`` while in the block."""
+        return _Tracking(self, sid, turn_id, run)
+
+    def _track(self, sid: str, turn_id: str, run: HostRun) -> None:
         with self._lock:
             self._running[turn_id] = (sid, run, time.monotonic())
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running.pop(turn_id, None)
+
+    def _untrack(self, turn_id: str) -> None:
+        with self._lock:
+            self._running.pop(turn_id, None)
 
     def exiting(self) -> bool:
         """Whether :meth:`kill_all` has run: the process exits by its signal soon."""
@@ -92,3 +92,24 @@ class RunningHosts:
                 complete = False
             (ended if complete else not_ended).append(turn_id)
         return EndedHosts(ended, not_ended)
+
+
+class _Tracking:
+    """:meth:`RunningHosts.tracking`'s block (a class, not a generator: entered around
+    every host)."""
+
+    __slots__ = ("_hosts", "_run", "_sid", "_turn_id")
+
+    def __init__(self, hosts: RunningHosts, sid: str, turn_id: str, run: HostRun) -> None:
+        self._hosts, self._sid, self._turn_id, self._run = hosts, sid, turn_id, run
+
+    def __enter__(self) -> None:
+        self._hosts._track(self._sid, self._turn_id, self._run)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._hosts._untrack(self._turn_id)

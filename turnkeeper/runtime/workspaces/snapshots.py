@@ -96,7 +96,7 @@ class Snapshot:
 _Where = tuple[int, int]
 # The last snapshot of each (workspace, session) in this process, with the stat
 # fingerprint taken just before it: what a turn that changed nothing reuses.
-_last: dict[tuple[_Where, str], tuple[str | None, Snapshot]] = {}
+_last: dict[tuple[_Where, str], tuple[tuple[object, ...] | None, Snapshot]] = {}
 _last_lock = threading.Lock()
 _repositories: dict[_Where, int] = {}  # workspace -> inode of its .git, when it is a top level
 
@@ -252,13 +252,13 @@ def capture(
     seen = fingerprint(workspace, [artifact] if artifact is not None else [])
     with _last_lock:
         last = _last.get(key)
-    if seen is not None and last is not None and last[0] == seen.digest:
+    if seen is not None and last is not None and last[0] == seen.key:
         return last[1]
     name = snapshot_name(ordinal, turn_id)
     message = snapshot_message(session_id, turn_id, ordinal, claims)
     snapshot = _capture(workspace, session_id, name, message, artifact, last, retain)
     with _last_lock:
-        _last[key] = (seen.digest if seen is not None and seen.trusted else None, snapshot)
+        _last[key] = (seen.key if seen is not None and seen.trusted else None, snapshot)
     return snapshot
 
 
@@ -279,7 +279,7 @@ def _capture(
     name: str,
     message: str,
     artifact: Path | None,
-    last: tuple[str | None, Snapshot] | None,
+    last: tuple[tuple[object, ...] | None, Snapshot] | None,
     retain: int | None,
 ) -> Snapshot:
     tree = _session_tree(workspace, session_id)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from turnkeeper.runtime.workspaces.environment import environ_has_any
+
 # Environment that changes how git finds a repository: with any of it set, the
 # stat shortcuts below would not describe what git does, so git is always asked.
 DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COMMON_DIR")
@@ -56,7 +58,7 @@ def _git(cwd: Path, *args: str) -> str | None:
 
 
 def discovery_overridden() -> bool:
-    return any(name in os.environ for name in DISCOVERY_ENV)
+    return environ_has_any(DISCOVERY_ENV)
 
 
 def git_marker(cwd: Path) -> Path | None:
@@ -68,7 +70,17 @@ def git_marker(cwd: Path) -> Path | None:
     return None
 
 
+def present(path: str) -> bool:
+    """Whether ``path`` exists (a symlink followed), as a stat would find it. Asked
+    before a stat of a file that is often missing (``packed-refs``, a reftable, the
+    user's global git files): a failed stat raises and catches an OSError, six times
+    what this costs; a file missing here and there a moment later is missing still."""
+    return os.access(path, os.F_OK)
+
+
 def _stat(path: str) -> tuple[str, int, int, int] | None:
+    if not present(path):
+        return None
     try:
         st = os.stat(path)
     except OSError:
@@ -92,6 +104,9 @@ _ref_texts: dict[str, tuple[tuple[int, int, int, int], str]] = {}
 # Where ``ref: <name>`` in a git directory points: the Path join normalises the name
 # (as it always did), and costs more than the stat it names.
 _ref_paths: dict[tuple[str, str], str] = {}
+# The files of a git directory that HEAD's value depends on: reftable, HEAD and
+# packed-refs, joined once per directory (each join costs about what a stat does).
+_head_files: dict[str, tuple[str, str, str]] = {}
 
 
 def _ref_text(path: str, st: os.stat_result) -> str:
@@ -119,6 +134,17 @@ def _ref_path(top: str, text: str) -> str:
     return known
 
 
+def _files_of(top: str) -> tuple[str, str, str]:
+    known = _head_files.get(top)
+    if known is None:
+        join = os.path.join
+        known = (join(top, "reftable"), join(top, "HEAD"), join(top, "packed-refs"))
+        if len(_head_files) >= _MAX_KNOWN:
+            _head_files.clear()
+        _head_files[top] = known
+    return known
+
+
 def head_stamp(git_dir: str | Path) -> _Stamp | None:
     """What HEAD's value depends on, or None when it cannot be told by stat (a
     ``.git`` file of a worktree or submodule, a reftable, an unreadable HEAD)."""
@@ -126,9 +152,9 @@ def head_stamp(git_dir: str | Path) -> _Stamp | None:
     # join costs more than the stat it names. Each string is what str() of the same
     # Path join gives, so a stamp equals the one of a run before.
     top = os.fspath(git_dir)
-    if os.path.exists(os.path.join(top, "reftable")):
+    reftable, head, packed = _files_of(top)
+    if present(reftable):
         return None  # refs in a reftable are not files a stat can watch
-    head = os.path.join(top, "HEAD")
     try:
         # A ``.git`` file (not a directory) fails here too: ENOTDIR.
         st = os.stat(head)
@@ -137,7 +163,7 @@ def head_stamp(git_dir: str | Path) -> _Stamp | None:
         return None
     stamp: list[tuple[str, int, int, int] | None] = [
         (head, st.st_ino, st.st_mtime_ns, st.st_size),
-        _stat(os.path.join(top, "packed-refs")),
+        _stat(packed),
     ]
     # Follow symbolic refs (HEAD -> refs/heads/master -> refs/heads/main, as a branch
     # rename leaves them): a commit rewrites only the last file of the chain.

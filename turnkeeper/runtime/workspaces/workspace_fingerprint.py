@@ -3,10 +3,13 @@
 A snapshot costs several git processes; most turns of a long session change the
 workspace, but many do not (a turn that only talks, a no-op host, a retry that
 fails early), and for those the last snapshot already holds the workspace. The
-fingerprint is a digest of every entry's ``lstat`` below the workspace — path,
-mode, inode, size, mtime and ctime — plus what HEAD depends on and the host
-artifact's stat. ctime cannot be set back by any tool, so a file rewritten with
-its old mtime still changes the digest.
+fingerprint is every entry's ``lstat`` below the workspace — path, mode, inode,
+size, mtime and ctime — plus what HEAD depends on, the stat of the files outside
+the worktree that decide what is ignored, and the host artifact's stat. ctime
+cannot be set back by any tool, so a file rewritten with its old mtime still
+changes the fingerprint. The stats are kept as they are (compared whole, no
+formatting or hashing of each), except those of a large worktree, which are kept
+as one digest.
 
 Like git's "racily clean" rule, a fingerprint taken while some entry changed in
 the last ``RACY_NS`` is not trusted (the next write could land in the same clock
@@ -25,27 +28,34 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper.runtime.workspaces.workspace import discovery_overridden, head_stamp
+from turnkeeper.runtime.workspaces.environment import environ_value
+from turnkeeper.runtime.workspaces.workspace import discovery_overridden, head_stamp, present
 
 MAX_ENTRIES = 20_000
 RACY_NS = 2_000_000_000
+# A worktree of at most this many entries is keyed by their stats themselves; a larger
+# one by a digest of them, so what a session remembers of it stays small.
+KEPT_ENTRIES = 256
 # Never part of a snapshot (.turnkeeper) or not the worktree (.git): skipped at the top.
 _SKIPPED_AT_TOP = frozenset({".git", ".turnkeeper"})
 
+# One entry of the worktree: path below the workspace, mode, inode, size, mtime, ctime.
+_Entry = tuple[str, int, int, int, int, int]
 
 # The user's global ignore files, by the (HOME, XDG_CONFIG_HOME) they derive from: the
 # last one only (the environment of a running control plane rarely changes, and a
 # change is a new key). Building them as Paths cost more than stat-ing them.
 _global_sources: dict[tuple[str, str], tuple[str, ...]] = {}
-# Every ignore source of a workspace, by its path, with the global ones it was built on.
-_sources: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+# Each workspace's git directory and every ignore source of it, by the workspace's
+# path, with the global ones they were built on.
+_sources: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {}
 
 
 def _global_ignore_sources() -> tuple[str, ...]:
     # HOME read once (expanduser reads it twice); without it, expanduser asks pwd.
-    home_env = os.environ.get("HOME")
+    home_env = environ_value("HOME")
     home_key = home_env if home_env is not None else os.path.expanduser("~")
-    key = (home_key, os.environ.get("XDG_CONFIG_HOME") or "")
+    key = (home_key, environ_value("XDG_CONFIG_HOME") or "")
     known = _global_sources.get(key)
     if known is None:
         home = Path.home()  # raises as before when there is no home to find
@@ -57,25 +67,31 @@ def _global_ignore_sources() -> tuple[str, ...]:
     return known
 
 
-def _ignore_sources(workspace: str | Path) -> tuple[str, ...]:
-    """Files outside the worktree that decide what is ignored (and so what a snapshot
-    holds): the repository's exclude file and config, the user's global ones."""
-    top = os.fspath(workspace)
+def _outside(top: str) -> tuple[str, tuple[str, ...]]:
+    """The workspace's git directory, and the files outside the worktree that decide
+    what is ignored (and so what a snapshot holds): the repository's exclude file and
+    config, the user's global ones."""
     user = _global_ignore_sources()
     known = _sources.get(top)
     if known is not None and known[0] is user:
-        return known[1]
-    exclude = os.path.join(top, ".git", "info", "exclude")
-    sources = (exclude, os.path.join(top, ".git", "config"), *user)
+        return known[1], known[2]
+    git_dir = os.path.join(top, ".git")  # the same string as str() of a Path join
+    exclude = os.path.join(git_dir, "info", "exclude")
+    sources = (exclude, os.path.join(git_dir, "config"), *user)
     if len(_sources) >= 1024:
         _sources.clear()  # workspaces of sessions long gone
-    _sources[top] = (user, sources)
-    return sources
+    _sources[top] = (user, git_dir, sources)
+    return git_dir, sources
+
+
+def _ignore_sources(workspace: str | Path) -> tuple[str, ...]:
+    return _outside(os.fspath(workspace))[1]
 
 
 @dataclass(frozen=True)
 class Fingerprint:
-    digest: str
+    # Equal for two fingerprints exactly when every stat they were taken from is.
+    key: tuple[object, ...]
     trusted: bool  # False when an entry changed too recently for its stat to be proof
 
 
@@ -85,46 +101,62 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
     if discovery_overridden():
         return None
     top = os.fspath(workspace)
-    head = head_stamp(os.path.join(top, ".git"))  # the same string as str() of a Path join
+    git_dir, sources = _outside(top)
+    head = head_stamp(git_dir)
     if head is None:
         return None
     started = time.time_ns()
-    digest = hashlib.sha256(repr(head).encode())
+    walked = _worktree(top)
+    if walked is None:
+        return None
+    entries, newest = walked
+    files: list[tuple[str, int, int, int, int] | str] = []
+    for path in (*sources, *map(os.fspath, extra_files)):
+        try:
+            st = os.stat(path) if present(path) else None
+        except OSError:
+            st = None
+        if st is None:
+            files.append(path)  # missing (or unreadable): its path alone
+            continue
+        mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+        files.append((path, st.st_ino, st.st_size, mtime, ctime))
+        newest = max(newest, mtime, ctime)
+    tree: object = (
+        tuple(entries)
+        if len(entries) <= KEPT_ENTRIES
+        else hashlib.sha256(repr(entries).encode()).digest()
+    )
+    return Fingerprint(key=(head, tuple(files), tree), trusted=newest < started - RACY_NS)
+
+
+def _worktree(top: str) -> tuple[list[_Entry], int] | None:
+    """Every entry's ``lstat`` below ``top`` in path order, and the newest mtime or
+    ctime among them; None when there are too many or a listing or stat fails."""
+    entries: list[_Entry] = []
     newest = 0
-    entries = 0
     stack = [(top, "")]
+    is_dir = stat.S_ISDIR
     while stack:
         directory, prefix = stack.pop()
         try:
             with os.scandir(directory) as listing:
-                items = sorted(listing, key=lambda e: e.name)
+                for entry in listing:
+                    name = entry.name
+                    if not prefix and name in _SKIPPED_AT_TOP:
+                        continue
+                    if len(entries) >= MAX_ENTRIES:
+                        return None
+                    st = entry.stat(follow_symlinks=False)
+                    rel = prefix + name
+                    mode, mtime, ctime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns
+                    entries.append((rel, mode, st.st_ino, st.st_size, mtime, ctime))
+                    # max() only when it moves: a call per entry costs more.
+                    if mtime > newest or ctime > newest:
+                        newest = max(mtime, ctime)
+                    if is_dir(mode):
+                        stack.append((entry.path, rel + "/"))
         except OSError:
             return None
-        for entry in items:
-            if not prefix and entry.name in _SKIPPED_AT_TOP:
-                continue
-            entries += 1
-            if entries > MAX_ENTRIES:
-                return None
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                return None
-            rel = prefix + entry.name
-            digest.update(
-                f"{rel}\0{st.st_mode}\0{st.st_ino}\0{st.st_size}\0"
-                f"{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode()
-            )
-            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-            if stat.S_ISDIR(st.st_mode):
-                stack.append((entry.path, rel + "/"))
-    for path in (*_ignore_sources(top), *map(os.fspath, extra_files)):
-        try:
-            st = os.stat(path)
-            digest.update(
-                f"{path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}".encode()
-            )
-            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-        except OSError:
-            digest.update(f"{path}\0missing".encode())
-    return Fingerprint(digest=digest.hexdigest(), trusted=newest < started - RACY_NS)
+    entries.sort()  # paths are unique: the order of the listings does not matter
+    return entries, newest
