@@ -171,7 +171,9 @@ def test_a_workspace_that_cannot_be_entered_is_a_spawn_failure(
     real_access = os.access
 
     def access(path: Any, how: int, **kwargs: Any) -> bool:
-        return False if os.fspath(path) == str(workspace) else real_access(path, how, **kwargs)
+        # The workspace by any name of it ("<workspace>/." too): none can be searched.
+        denied = os.path.normpath(os.fspath(path)) == os.path.normpath(workspace)
+        return False if denied else real_access(path, how, **kwargs)
 
     monkeypatch.setattr(os, "access", access)
     with pytest.raises(HostSpawnFailed, match="cannot be entered") as failed:

@@ -6,6 +6,7 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -164,8 +165,21 @@ def test_spawn_failures_raise_with_a_spawn_outcome(make_request: MakeRequest) ->
         run(make_request, {"command": ["/nonexistent/agent-cli"]})
     assert err.value.outcome.error_kind is HostErrorKind.SPAWN
     assert err.value.code.value == "FAILED_PRECONDITION"
-    with pytest.raises(HostSpawnFailed, match="workspace"):
+    with pytest.raises(HostSpawnFailed, match="/nonexistent-ws is not a directory"):
         run(make_request, {"command": ["true"]}, workspace="/nonexistent-ws")
+
+
+def test_a_workspace_that_is_a_file_is_a_spawn_failure(
+    make_request: MakeRequest, tmp_path: Path
+) -> None:
+    # "<file>/." does not resolve (ENOTDIR): the one access() that passes every
+    # directory that may be entered fails, and the failure names the reason.
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    afile.chmod(0o755)
+    with pytest.raises(HostSpawnFailed, match=f"{afile} is not a directory") as err:
+        run(make_request, {"command": ["true"]}, workspace=str(afile))
+    assert err.value.outcome.error_kind is HostErrorKind.SPAWN
 
 
 def test_instructions_placeholders_stdin_and_env(make_request: MakeRequest) -> None:

@@ -140,12 +140,7 @@ def spawn(
     template = cfg.resume_command if request.host_session_handle and cfg.resume_command else None
     args = substitute(template or cfg.command, request)
     workspace = os.fspath(request.workspace)
-    if not os.path.isdir(workspace):
-        raise HostSpawnFailed(f"workspace {workspace} is not a directory")
-    # Asked here, not left to the spawn: behind the cgroup's wrapper a workspace that
-    # cannot be entered would be the shell's exit 125, not the spawn failure it is.
-    if not os.access(workspace, os.X_OK):
-        raise HostSpawnFailed(f"workspace {workspace} cannot be entered (no search permission)")
+    _check_workspace(workspace)
     stdin_data: bytes | None = None
     if cfg.stdin == "instructions":
         stdin_data = request.instructions.encode()
@@ -182,6 +177,23 @@ def spawn(
     identity = process_tree.identify(proc.pid, request.turn_id)
     contained.track(identity)
     return SubprocessRun(request, cfg, proc, identity, stdin_data, adapter, contained)
+
+
+def _check_workspace(workspace: str) -> None:
+    """``HostSpawnFailed`` unless ``workspace`` is a directory this process may enter.
+
+    Asked here, not left to the spawn: behind the cgroup's wrapper a workspace that
+    cannot be entered would be the shell's exit 125, not the spawn failure it is."""
+    # One access() of ``<workspace>/.`` answers both questions when all is well (every
+    # turn): the path resolves only through a directory (ENOTDIR otherwise) that may be
+    # searched (EACCES otherwise), and X_OK asks the same of it again. Only a failure
+    # asks them one by one, to say which it is.
+    if os.access(workspace + "/.", os.X_OK):
+        return
+    if not os.path.isdir(workspace):
+        raise HostSpawnFailed(f"workspace {workspace} is not a directory")
+    if not os.access(workspace, os.X_OK):
+        raise HostSpawnFailed(f"workspace {workspace} cannot be entered (no search permission)")
 
 
 class SubprocessRun:
