@@ -97,7 +97,9 @@ class OutputCap:
         self._reached: str | None = None  # which cap the output reached first
         self.dropped_events = 0
         self.dropped_bytes = 0
-        self._digest = hashlib.sha256()
+        # Made at the first event dropped: most turns drop none, and a hash object per
+        # turn cost about what a stat does.
+        self._digest: hashlib._Hash | None = None
 
     @property
     def over(self) -> bool:
@@ -126,13 +128,15 @@ class OutputCap:
             return True
         self.dropped_events += 1
         self.dropped_bytes += size
+        if self._digest is None:
+            self._digest = hashlib.sha256()
         self._digest.update(encoded)
         self._digest.update(b"\n")
         return False
 
     def truncation(self) -> JsonDict | None:
         """The data of the ``output.truncated`` event, or None when nothing was dropped."""
-        if not self.dropped_events:
+        if not self.dropped_events or self._digest is None:
             return None
         return {
             "dropped_events": self.dropped_events,
