@@ -128,6 +128,29 @@ def test_descendants_and_tree_kill_include_children_that_scrubbed_the_marker(
     assert process_tree.kill_turn_processes(turn_id, ident).killed == []
 
 
+def test_a_search_of_the_turns_own_processes_starts_from_the_host(turn_id: str) -> None:
+    # search_all=False (a contained host that exited) still ends the host's tree.
+    root = spawn(f"env -u {MARKER_ENV} sleep 600 & wait", turn_id)
+    ident = process_tree.identify(root.pid, turn_id)
+    wait_until(lambda: len(process_tree.list_descendants(root.pid)) == 1, what="child")
+    report = process_tree.kill_turn_processes(turn_id, ident, search_all=False)
+    assert sorted(k.reason for k in report.killed) == ["descendant", "identity"]
+    assert root.wait(timeout=5) == -9
+
+
+def test_a_search_with_nothing_to_start_from_is_not_made(
+    turn_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No host, no cgroup, no orphan: the search of the turn's own processes could find
+    # nothing, and is skipped; the report is empty and complete, as the search's was.
+    def no_search(*args: object, **kwargs: object) -> object:
+        raise AssertionError("searched")
+
+    monkeypatch.setattr(process_tree, "_collect_targets", no_search)
+    report = process_tree.kill_turn_processes(turn_id, search_all=False)
+    assert (report.killed, report.survivors, report.complete) == ([], [], True)
+
+
 def test_kill_never_touches_foreign_processes(turn_id: str) -> None:
     unmarked = subprocess.Popen(["sleep", "30"])
     other_turn = spawn("exec sleep 30", f"other-{uuid.uuid4()}")

@@ -332,7 +332,11 @@ def kill_turn_processes(
     targets, survivors = _end_cgroup(turn_id, identity, timeout)
     orphans = subreaper.turn_ended(turn_id)
     frozen: dict[int, KilledProcess] = {}
-    for _ in range(50):
+    # Without the marker search, the search starts from the host, what the cgroup held
+    # and the orphans: with none of them (a contained host that exited and left its
+    # cgroup empty, every turn's usual end) it finds nothing, and is not made.
+    searched = search_all or identity is not None or bool(targets) or bool(orphans)
+    for _ in range(50 if searched else 0):
         new = _collect_targets(
             turn_id, identity, {**targets, **frozen}, orphans, search_all=search_all
         )
