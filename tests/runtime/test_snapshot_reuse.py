@@ -408,3 +408,23 @@ def test_an_ignore_file_that_appears_or_goes_is_seen(
     assert missing is not None and present is not None and present.key != missing.key
     ignore.unlink()
     assert fingerprint(repo) == missing
+
+
+def test_an_ignore_file_that_goes_and_comes_back_is_seen(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The repository's exclude file is there most of the time (it is stat-ed straight
+    # away): its going, its coming back and a rewrite are all seen.
+    monkeypatch.setattr(workspace_fingerprint, "RACY_NS", 0)
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text("*.log\n")
+    present = fingerprint(repo)
+    assert fingerprint(repo) == present
+    exclude.unlink()
+    missing = fingerprint(repo)
+    assert present is not None and missing is not None and missing.key != present.key
+    assert fingerprint(repo) == missing
+    exclude.write_text("*.tmp\n")
+    back = fingerprint(repo)
+    assert back is not None and back.key not in (present.key, missing.key)
