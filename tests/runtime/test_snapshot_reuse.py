@@ -390,6 +390,13 @@ def test_the_global_ignore_files_follow_the_environment(
     assert str(tmp_path / "home" / ".config" / "git" / "ignore") in (
         workspace_fingerprint._ignore_sources(repo)
     )
+    # Back to a HOME seen before, and without HOME (the password database's home).
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(moved))
+    assert str(moved / "git" / "ignore") in workspace_fingerprint._ignore_sources(repo)
+    monkeypatch.delenv("HOME")
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    home = os.path.expanduser("~")
+    assert os.path.join(home, ".gitconfig") in workspace_fingerprint._ignore_sources(repo)
 
 
 def test_an_ignore_file_that_appears_or_goes_is_seen(

@@ -63,3 +63,14 @@ def environ_has_any(names: tuple[str, ...]) -> bool:
         return any(name in os.environ for name in names)
     table, environ = found
     return not table.keys().isdisjoint(_keys(environ, names))
+
+
+def environ_raw(names: tuple[str, ...]) -> tuple[object, ...]:
+    """The values of ``names`` as ``os.environ``'s own table holds them (None for a name
+    that is unset), undecoded: to tell whether they are what they were at an earlier
+    reading, not to use. Decoded values where there is no such table."""
+    found = _table()
+    if found is None:
+        return tuple(os.environ.get(name) for name in names)
+    table, environ = found
+    return tuple(map(table.get, _keys(environ, names)))

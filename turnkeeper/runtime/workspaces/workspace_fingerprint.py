@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper.runtime.workspaces.environment import environ_value
+from turnkeeper.runtime.workspaces.environment import environ_raw, environ_value
 from turnkeeper.runtime.workspaces.workspace import discovery_overridden, head_stamp, present
 
 MAX_ENTRIES = 20_000
@@ -46,12 +46,31 @@ _Entry = tuple[str, int, int, int, int, int]
 # last one only (the environment of a running control plane rarely changes, and a
 # change is a new key). Building them as Paths cost more than stat-ing them.
 _global_sources: dict[tuple[str, str], tuple[str, ...]] = {}
+# The same, by the undecoded values of the variables they derive from.
+_GLOBAL_NAMES = ("HOME", "XDG_CONFIG_HOME")
+_global_by_raw: dict[tuple[object, ...], tuple[str, ...]] = {}
 # Each workspace's git directory and every ignore source of it, by the workspace's
 # path, with the global ones they were built on.
 _sources: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {}
 
 
 def _global_ignore_sources() -> tuple[str, ...]:
+    # Known by the variables' values as os.environ holds them, undecoded (each turn asks;
+    # decoding both cost more than the lookups). Without HOME, expanduser asks pwd, at
+    # every call as before.
+    raw = environ_raw(_GLOBAL_NAMES)
+    if raw[0] is not None:
+        known = _global_by_raw.get(raw)
+        if known is not None:
+            return known
+    sources = _derived_ignore_sources()
+    if raw[0] is not None:
+        _global_by_raw.clear()  # the last one only, as _global_sources
+        _global_by_raw[raw] = sources
+    return sources
+
+
+def _derived_ignore_sources() -> tuple[str, ...]:
     # HOME read once (expanduser reads it twice); without it, expanduser asks pwd.
     home_env = environ_value("HOME")
     home_key = home_env if home_env is not None else os.path.expanduser("~")
