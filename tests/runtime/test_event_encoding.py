@@ -108,3 +108,11 @@ def test_events_of_each_stream_kind_encode_as_json_dumps_would() -> None:
 def test_the_encoder_refuses_what_json_dumps_refuses() -> None:
     with pytest.raises(TypeError):
         _encode_event_json({"a": object()})
+
+
+def test_a_projection_state_is_stored_as_model_dump_json_writes_it() -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    state = GOAL_CODEC.evolve_event(None, _created("g-日本", "naïve 🚀 \u2028 title", at))
+    encoded = GOAL_CODEC.encode_state(state)
+    assert encoded == state.model_dump_json()
+    assert GOAL_CODEC.decode_state("goal:g", encoded) == state

@@ -85,8 +85,12 @@ class StreamCodec(Generic[StateT, EventT]):
     # Bumped whenever the state model changes shape; an older projection is rebuilt.
     projection_schema_version: int = 1
 
+    # Both encoders call the model's serializer as ``model_dump(mode="json")`` and
+    # ``model_dump_json()`` do, with the same (default) options: those wrappers pass
+    # every one of their fifteen options by keyword, which the serializer then parses,
+    # ~a fifth of dumping an event.
     def encode_event(self, event: EventT) -> NewEvent:
-        data = event.model_dump(mode="json")
+        data = event.__pydantic_serializer__.to_python(event, mode="json")
         return NewEvent(
             type=str(data["type"]),
             schema_version=int(data["schema_version"]),
@@ -113,7 +117,7 @@ class StreamCodec(Generic[StateT, EventT]):
             ) from exc
 
     def encode_state(self, state: StateT) -> str:
-        return state.model_dump_json()
+        return state.__pydantic_serializer__.to_json(state).decode()
 
     def decode_state(self, stream_id: str, text: str) -> StateT:
         return decode_state(self.state_type, stream_id, text)
