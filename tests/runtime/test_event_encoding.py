@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from turnkeeper.kernel.events import GoalCreated
 from turnkeeper.kernel.session.events import SessionCreated
-from turnkeeper.runtime.log.codec import _encode_event_json
+from turnkeeper.runtime.log.codec import EventT, StateT, StreamCodec, _encode_event_json
 from turnkeeper.runtime.services.goals import GOAL_CODEC
 from turnkeeper.runtime.services.sessions import SESSION_CODEC
 from turnkeeper.store.records import EventRecord
@@ -89,20 +89,24 @@ def test_events_of_each_stream_kind_encode_as_json_dumps_would() -> None:
         generation=1,
         at=at,
     )
-    for codec, event in ((GOAL_CODEC, goal_event), (SESSION_CODEC, session_event)):
-        encoded = codec.encode_event(event)
-        data = event.model_dump(mode="json")
-        assert encoded.payload == json.dumps(data, separators=(",", ":"), sort_keys=True)
-        record = EventRecord(
-            stream_id="s",
-            seq=1,
-            type=encoded.type,
-            schema_version=encoded.schema_version,
-            payload=encoded.payload,
-            recorded_at=at,
-            checksum="",
-        )
-        assert codec.decode_event(record) == event
+    _assert_stored_as_json_dumps_writes(GOAL_CODEC, goal_event)
+    _assert_stored_as_json_dumps_writes(SESSION_CODEC, session_event)
+
+
+def _assert_stored_as_json_dumps_writes(codec: StreamCodec[StateT, EventT], event: EventT) -> None:
+    encoded = codec.encode_event(event)
+    data = event.model_dump(mode="json")
+    assert encoded.payload == json.dumps(data, separators=(",", ":"), sort_keys=True)
+    record = EventRecord(
+        stream_id="s",
+        seq=1,
+        type=encoded.type,
+        schema_version=encoded.schema_version,
+        payload=encoded.payload,
+        recorded_at=datetime(2026, 1, 2, tzinfo=UTC),
+        checksum="",
+    )
+    assert codec.decode_event(record) == event
 
 
 def test_the_encoder_refuses_what_json_dumps_refuses() -> None:
