@@ -29,6 +29,8 @@ _Ts = TypeVarTuple("_Ts")
 
 def as_int(value: object) -> int:
     """``int(value)`` of a number column as read (it raises as ``int()`` does)."""
+    if type(value) is int:  # as an undamaged row holds it: nothing to convert
+        return value
     if isinstance(value, int | float | str | bytes):
         return int(value)
     raise TypeError(f"a number column holds {value!r:.40}")

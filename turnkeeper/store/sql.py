@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -55,7 +56,7 @@ from turnkeeper.store.records import (
 if TYPE_CHECKING:
     # Imported by the first append (SqlEventStore._the_writer): a command that only
     # reads never imports the append path.
-    from turnkeeper.store._writer import GroupCommitWriter, StreamWrite
+    from turnkeeper.store._writer import AppendRequest, GroupCommitWriter, StreamWrite
 
 # How often the offset between this machine's clock and the database's is read again
 # (between reads, time on the database's clock is this machine's plus the offset).
@@ -138,10 +139,9 @@ class SqlEventStore(EventStore):
             index,
             time.time_ns() // 1000,
         )
-        from turnkeeper.store._writer import AppendRequest
-
         self._check_open()
-        self._the_writer().submit(AppendRequest([part], durable))
+        _, request = _append_types()
+        self._the_writer().submit(request([part], durable))
         return part.new_head
 
     def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
@@ -170,10 +170,9 @@ class SqlEventStore(EventStore):
                     recorded_at,
                 )
             )
-        from turnkeeper.store._writer import AppendRequest
-
         self._check_open()
-        self._the_writer().submit(AppendRequest(parts, durable))
+        _, request = _append_types()
+        self._the_writer().submit(request(parts, durable))
         return [part.new_head for part in parts]
 
     # -- reads -------------------------------------------------------------------------
@@ -356,17 +355,16 @@ def _prepare(
             reason="no_events",
             details={"stream_id": stream_id},
         )
-    rows: list[EventColumns] = []
     seq = expected_seq
     try:
+        rows: list[EventColumns] = []
         for ev in events:
             seq += 1
+            type_, version, payload = ev.type, ev.schema_version, ev.payload
             checksum = event_checksum(
-                stream_id, seq, ev.type, ev.schema_version, recorded_at, ev.payload, strict=True
+                stream_id, seq, type_, version, recorded_at, payload, strict=True
             )
-            rows.append(
-                (stream_id, seq, ev.type, ev.schema_version, ev.payload, recorded_at, checksum)
-            )
+            rows.append((stream_id, seq, type_, version, payload, recorded_at, checksum))
         proj_checksum = projection_checksum(
             stream_id, kind, seq, projection_schema_version, projection_state, strict=True
         )
@@ -386,9 +384,8 @@ def _prepare(
             reason="bad_text",
             details={"stream_id": stream_id},
         ) from exc
-    from turnkeeper.store._writer import StreamWrite
-
-    return StreamWrite(
+    stream_write, _ = _append_types()
+    return stream_write(
         stream_id=stream_id,
         kind=kind,
         expected_seq=expected_seq,
@@ -403,6 +400,16 @@ def _prepare(
         events=rows,
         index=index_rows,
     )
+
+
+@cache
+def _append_types() -> tuple[type[StreamWrite], type[AppendRequest]]:
+    """The append path's records, imported by the first append: a command that only
+    reads never imports the writer (see ``_the_writer``). Imported once: an import
+    statement on every append cost more than the rest of preparing its rows."""
+    from turnkeeper.store._writer import AppendRequest, StreamWrite
+
+    return StreamWrite, AppendRequest
 
 
 def _check_id(name: str, value: str) -> None:
