@@ -8,6 +8,7 @@ caller.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias, TypeVarTuple
@@ -43,6 +44,15 @@ _EVENTS_SQL = (
     "FROM events WHERE stream_id = ? AND seq > ?"
 )
 _HEAD_SQL = "SELECT max(seq) FROM events WHERE stream_id = ?"
+
+
+@functools.cache
+def _heads_sql(count: int) -> str:
+    """One row of ``count`` heads (``_HEAD_SQL`` as a subquery each)."""
+    head = "(SELECT max(seq) FROM events WHERE stream_id = ?)"
+    return "SELECT " + ", ".join([head] * count)
+
+
 _PROJECTION_SQL = (
     "SELECT stream_id, kind, head_seq, schema_version, state, checksum "
     "FROM projections WHERE stream_id = ?"
@@ -186,6 +196,14 @@ class Reader:
     def events_head(self, stream_id: str) -> int:
         rows = self.driver_rows(_HEAD_SQL, (stream_id,), stream_id=stream_id)
         return as_int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def events_heads(self, stream_ids: Sequence[str]) -> list[int]:
+        """Each stream's head, in order, by one query (one read transaction): a
+        subquery per stream, so each is the index's last entry, as ``events_head``."""
+        if not stream_ids:
+            return []
+        rows = self.driver_rows(_heads_sql(len(stream_ids)), tuple(stream_ids))
+        return [as_int(value) if value is not None else 0 for value in rows[0]]
 
     def projection(self, stream_id: str) -> AnyRow | None:
         rows = self.driver_rows(

@@ -74,6 +74,12 @@ class EventStore(ABC):
     def head(self, stream_id: str) -> int:
         """The last sequence number of the stream, 0 when it does not exist."""
 
+    def heads(self, stream_ids: Sequence[str]) -> list[int]:
+        """:meth:`head` of each stream, in order; a store that can reads them all in
+        one query, at one moment (a controller confirms its cached session, goal and
+        settings with one read a turn, not three)."""
+        return [self.head(stream_id) for stream_id in stream_ids]
+
     @abstractmethod
     def read_stream(
         self, stream_id: str, after_seq: int = 0, limit: int | None = None

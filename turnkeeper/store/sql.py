@@ -182,6 +182,12 @@ class SqlEventStore(EventStore):
         _check_id("stream_id", stream_id)
         return self._reader.events_head(stream_id)
 
+    def heads(self, stream_ids: Sequence[str]) -> list[int]:
+        self._check_open()
+        for stream_id in stream_ids:
+            _check_id("stream_id", stream_id)
+        return self._reader.events_heads(stream_ids)
+
     def read_stream(
         self, stream_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[EventRecord]:

@@ -21,6 +21,26 @@ def filled(store: EventStore) -> EventStore:
     return store
 
 
+def test_heads_are_each_streams_head_in_the_order_asked(filled: EventStore) -> None:
+    asked = ["short", "unknown:stream", "long", "long-neighbour", "long"]
+    assert filled.heads(asked) == [filled.head(s) for s in asked] == [1, 0, 14, 2, 14]
+    assert filled.heads([]) == []
+
+
+def test_heads_see_another_connections_append(
+    filled: EventStore, open_new: Callable[[], EventStore]
+) -> None:
+    other = open_new()
+    assert filled.heads(["short", "long"]) == [1, 14]
+    add(other, "short", [8], expected=1)
+    assert filled.heads(["short", "long"]) == [2, 14]
+
+
+def test_heads_refuse_an_id_no_backend_can_store(filled: EventStore) -> None:
+    with pytest.raises(InvalidArgument):
+        filled.heads(["long", "bad\x00id"])
+
+
 def test_the_public_reads_on_known_empty_and_unknown_streams(filled: EventStore) -> None:
     assert filled.head("long") == 14
     assert filled.head("short") == 1

@@ -23,8 +23,10 @@ from typing import Literal
 
 from turnkeeper.errors import Aborted, FailedPrecondition, Unavailable
 from turnkeeper.hosts import process_tree
+from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.session import (
     LeaseToken,
+    NextTurn,
     SessionState,
     Stop,
     decide_recovery,
@@ -43,9 +45,13 @@ from turnkeeper.runtime.control.session_checks import (
 )
 from turnkeeper.runtime.control.session_leases import SessionLeases
 from turnkeeper.runtime.control.session_stops import SessionStops
-from turnkeeper.runtime.services.extension_settings import disabled_host_reason
-from turnkeeper.runtime.services.goals import GoalService
-from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.log.streams import heads_read_together
+from turnkeeper.runtime.services.extension_settings import (
+    EXTENSIONS_STREAM,
+    disabled_host_reason,
+)
+from turnkeeper.runtime.services.goals import GoalService, goal_stream
+from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.runtime.turn.driver import TurnDriver, TurnResult
 from turnkeeper.runtime.turn.host_receipts import failure_reason
@@ -133,6 +139,8 @@ class Controller:
         self.driver.watcher = self.monitor
         # What each session plans on, built again only when the goal or a claim moved.
         self._views = GoalViews()
+        # Each session's goal as last read: its head is read with the session's.
+        self._goal_of: dict[str, str] = {}
 
     def _say(
         self, sid: str, event: str, text: str, *, named: bool = True, **fields: object
@@ -387,7 +395,40 @@ class Controller:
 
     def _step(self, sid: str, summary: RunSummary) -> _Next:
         """Run at most one turn of a session, or say why it waits or stops."""
+        # The session, its goal and the project's settings are read as of one moment,
+        # their heads confirmed by one query (the goal once the session named it).
+        store = self.sessions.store
+        goal_id = self._goal_of.get(sid)
+        streams = [session_stream(sid), EXTENSIONS_STREAM]
+        if goal_id is not None:
+            streams.append(goal_stream(goal_id))
+        with heads_read_together(store, streams):
+            planned = self._plan_step(sid)
+        if isinstance(planned, _Next):
+            return planned
+        session, plan, goal = planned
+        waiting = self._wait_for_runner(sid)
+        if waiting is not None:
+            return waiting
+        if not self._slots.take():
+            return _Next(stop="signalled" if self._stop.is_set() else "budget")
+        began = time.monotonic()
+        try:
+            on = plan.todo_id or "the goal"
+            self._say(
+                sid, "turn_planned", f"{plan.kind} turn on {on}", kind=plan.kind, todo=plan.todo_id
+            )
+            result = self.driver.run_turn(session, plan, goal)
+        finally:
+            self._slots.give_back()
+        self._turn_ended(sid, result, began, summary)
+        return _GO_ON
+
+    def _plan_step(self, sid: str) -> _Next | tuple[SessionState, NextTurn, GoalState]:
+        """The session's next turn and what it was planned on, or why it waits or stops
+        (a recovery resolved, a halt) without a turn."""
         session = self.leases.keep_fresh(self.sessions.load(sid))
+        self._goal_of[sid] = session.goal_id
         now = self.sessions.now()
         if session.recovery is not None and session.recovery.status == "awaiting_resolution":
             decision = decide_recovery(session, self.config.policy, now)
@@ -447,22 +488,7 @@ class Controller:
             plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
             if isinstance(plan, Stop):
                 return _Next(stop=self._stopped(sid, plan))
-        waiting = self._wait_for_runner(sid)
-        if waiting is not None:
-            return waiting
-        if not self._slots.take():
-            return _Next(stop="signalled" if self._stop.is_set() else "budget")
-        began = time.monotonic()
-        try:
-            on = plan.todo_id or "the goal"
-            self._say(
-                sid, "turn_planned", f"{plan.kind} turn on {on}", kind=plan.kind, todo=plan.todo_id
-            )
-            result = self.driver.run_turn(session, plan, goal)
-        finally:
-            self._slots.give_back()
-        self._turn_ended(sid, result, began, summary)
-        return _GO_ON
+        return session, plan, goal
 
     # --- stopping a session (runtime/control/session_stops.py) -----------------------------------
 

@@ -13,7 +13,8 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -174,13 +175,51 @@ def _cached(
     return (state, head) if isinstance(state, codec.state_type) else None
 
 
+class _HeadsLooked(threading.local):
+    """Per thread: the heads :func:`heads_read_together` read, and of which store."""
+
+    store: EventStore | None = None
+    heads: dict[str, int] | None = None
+
+
+_LOOKED = _HeadsLooked()
+
+
+@contextmanager
+def heads_read_together(store: EventStore, stream_ids: Sequence[str]) -> Iterator[None]:
+    """Within the block, this thread's :func:`load_stream` of one of ``stream_ids``
+    confirms its cached state against the heads read here, by one query, not by a
+    query of its own: a controller's step reads its session, goal and settings as of
+    one moment, at the cost of one read. A head that moved since (a write in the
+    block, another writer's) is seen at the next step, as a head read a moment
+    earlier would be; a write is never decided on it alone (it appends at the head it
+    decided on, or conflicts). A cached state at another head is read again."""
+    heads = dict(zip(stream_ids, store.heads(stream_ids), strict=True))
+    outer = (_LOOKED.store, _LOOKED.heads)
+    _LOOKED.store, _LOOKED.heads = store, heads
+    try:
+        yield
+    finally:
+        _LOOKED.store, _LOOKED.heads = outer
+
+
+def _head(store: EventStore, stream_id: str) -> int:
+    """The stream's head: as read together for this block (heads_read_together), or now."""
+    looked = _LOOKED.heads
+    if looked is not None and _LOOKED.store is store:
+        head = looked.get(stream_id)
+        if head is not None:
+            return head
+    return store.head(stream_id)
+
+
 def load_stream(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
 ) -> tuple[StateT | None, int]:
     """The stream's state and head: its projection plus any tail not yet folded in."""
     cache = _cache_of(store)
     cached = _cached(store, codec, stream_id)
-    if cached is not None and store.head(stream_id) == cached[1]:
+    if cached is not None and _head(store, stream_id) == cached[1]:
         return cached
     state, head = _read_stream_state(store, codec, stream_id)
     cache.put(codec.kind, stream_id, head, _ABSENT if state is None else state)
