@@ -84,11 +84,12 @@ def collect() -> list[Statement]:
 
 def composed() -> list[Statement]:
     """Statements the reader builds from the constants at call time (``events``,
-    ``projection_unindexed``)."""
+    ``projection_unindexed``, ``events_heads``)."""
     return [
         Statement("_reads", _reads._EVENTS_SQL + " AND seq <= ? ORDER BY seq LIMIT ?"),
         Statement("_reads", _reads._EVENTS_SQL + " ORDER BY seq"),
         Statement("_reads", _reads._PROJECTION_SCAN + " WHERE stream_id = ?"),
+        Statement("_reads", _reads._heads_sql(3)),
     ]
 
 

@@ -49,8 +49,7 @@ _HEAD_SQL = "SELECT max(seq) FROM events WHERE stream_id = ?"
 @functools.cache
 def _heads_sql(count: int) -> str:
     """One row of ``count`` heads (``_HEAD_SQL`` as a subquery each)."""
-    head = "(SELECT max(seq) FROM events WHERE stream_id = ?)"
-    return "SELECT " + ", ".join([head] * count)
+    return f"SELECT {', '.join([f'({_HEAD_SQL})'] * count)}"
 
 
 _PROJECTION_SQL = (
