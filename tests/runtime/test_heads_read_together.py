@@ -9,26 +9,13 @@ past the block.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.runtime.log.streams import heads_read_together, load_stream
 from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream
-from turnkeeper.store import SqlEventStore, open_store
-
-
-@pytest.fixture
-def two_stores(tmp_path: Path) -> Iterator[tuple[SqlEventStore, SqlEventStore]]:
-    first, second = open_store(tmp_path / "tk.db"), open_store(tmp_path / "tk.db")
-    try:
-        yield first, second
-    finally:
-        first.close()
-        second.close()
+from turnkeeper.store import SqlEventStore
 
 
 class CountedHeads:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,16 +47,6 @@ from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, 
 from turnkeeper.store import SqlEventStore, open_store
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def two_stores(tmp_path: Path) -> Iterator[tuple[SqlEventStore, SqlEventStore]]:
-    first, second = open_store(tmp_path / "tk.db"), open_store(tmp_path / "tk.db")
-    try:
-        yield first, second
-    finally:
-        first.close()
-        second.close()
 
 
 def todo_ids(state: GoalState | None) -> list[str]:
