@@ -78,14 +78,36 @@ def present(path: str) -> bool:
     return os.access(path, os.F_OK)
 
 
+# Whether each file asked for through stat_if_present was there at its last look.
+# Bounded: workspaces of sessions long gone drop out.
+_was_present: dict[str, bool] = {}
+_WAS_PRESENT_MAX = 4096
+
+
+def stat_if_present(path: str) -> os.stat_result | None:
+    """``os.stat(path)``, or None when it is missing (or cannot be stat-ed).
+
+    A file that was there at its last look (HEAD's ref, a repository's exclude file
+    and config, the user's ~/.gitconfig) is stat-ed straight away; one that was not
+    (``packed-refs``, XDG's git files in most homes) is asked for with :func:`present`
+    first, as a stat that fails raises. Only which call comes first: the stat decides."""
+    was = _was_present.get(path)
+    st: os.stat_result | None = None
+    if was or present(path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+    if was is not (st is not None):
+        if len(_was_present) >= _WAS_PRESENT_MAX:
+            _was_present.clear()
+        _was_present[path] = st is not None
+    return st
+
+
 def _stat(path: str) -> tuple[str, int, int, int] | None:
-    if not present(path):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (path, st.st_ino, st.st_mtime_ns, st.st_size)
+    st = stat_if_present(path)
+    return None if st is None else (path, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _read_ref(path: str) -> str:

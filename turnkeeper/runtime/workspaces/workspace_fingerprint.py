@@ -29,7 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnkeeper.runtime.workspaces.environment import environ_raw, environ_value
-from turnkeeper.runtime.workspaces.workspace import discovery_overridden, head_stamp, present
+from turnkeeper.runtime.workspaces.workspace import (
+    discovery_overridden,
+    head_stamp,
+    stat_if_present,
+)
 
 MAX_ENTRIES = 20_000
 RACY_NS = 2_000_000_000
@@ -130,18 +134,8 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
         return None
     entries, newest = walked
     files: list[tuple[str, int, int, int, int] | str] = []
-    was_present = _was_present.get
     for path in (*sources, *map(os.fspath, extra_files)):
-        # Inline, not a call per file: a call costs about what the access() it saves.
-        was = was_present(path)
-        st: os.stat_result | None = None
-        if was or present(path):
-            try:
-                st = os.stat(path)
-            except OSError:
-                st = None
-        if was is not (st is not None):
-            _note_presence(path, st is not None)
+        st = stat_if_present(path)
         if st is None:
             files.append(path)  # missing (or unreadable): its path alone
             continue
@@ -154,21 +148,6 @@ def fingerprint(workspace: Path, extra_files: Iterable[Path] = ()) -> Fingerprin
         else hashlib.sha256(repr(entries).encode()).digest()
     )
     return Fingerprint(key=(head, tuple(files), tree), trusted=newest < started - RACY_NS)
-
-
-# Whether each file outside the worktree was there at its last look. One that was
-# (a repository's exclude and config, the user's ~/.gitconfig) is stat-ed straight
-# away; one that was not (XDG's git/ignore and git/config, in most homes) is asked for
-# with present() first, as a stat that fails raises (~6,900 instructions to ~1,200).
-# Only which call is made first: what is compared is the stat either way. Bounded.
-_was_present: dict[str, bool] = {}
-_WAS_PRESENT_MAX = 4096
-
-
-def _note_presence(path: str, found: bool) -> None:
-    if len(_was_present) >= _WAS_PRESENT_MAX:
-        _was_present.clear()
-    _was_present[path] = found
 
 
 def _worktree(top: str) -> tuple[list[_Entry], int] | None:
