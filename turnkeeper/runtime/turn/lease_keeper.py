@@ -19,11 +19,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from types import TracebackType
+from functools import partial
 
 from turnkeeper.errors import TurnkeeperError, Unavailable
 from turnkeeper.kernel.session import LeaseToken, RenewLease
 from turnkeeper.runtime.services.sessions import SessionService
+from turnkeeper.runtime.turn.brackets import Bracket
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 
 # How long a session lease lasts unless renewed (a keeper renews it every third).
@@ -95,9 +96,9 @@ class LeaseKeeper:
         with self._changed:
             return list(self._due)
 
-    def keeping(self, session_id: str) -> _Keeping:
+    def keeping(self, session_id: str) -> Bracket:
         """Renew ``session_id``'s lease every period until the block ends."""
-        return _Keeping(self, session_id)
+        return Bracket(partial(self.hold, session_id), partial(self.drop, session_id))
 
     def _run(self) -> None:
         idle_since: float | None = None
@@ -124,25 +125,3 @@ class LeaseKeeper:
                     with self._changed:
                         # Fenced off: no renewal can succeed any more, whoever holds it.
                         self._due.pop(sid, None)
-
-
-class _Keeping:
-    """:meth:`LeaseKeeper.keeping`'s block: a hold on entry, its drop on the way out (a
-    class, not a generator: entered around every host)."""
-
-    __slots__ = ("_keeper", "_session_id")
-
-    def __init__(self, keeper: LeaseKeeper, session_id: str) -> None:
-        self._keeper = keeper
-        self._session_id = session_id
-
-    def __enter__(self) -> None:
-        self._keeper.hold(self._session_id)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._keeper.drop(self._session_id)

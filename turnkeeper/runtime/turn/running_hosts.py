@@ -15,9 +15,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from types import TracebackType
+from functools import partial
 
 from turnkeeper.hosts import HostRun
+from turnkeeper.runtime.turn.brackets import Bracket
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,9 @@ class RunningHosts:
         self._lock = threading.Lock()
         self._exiting = threading.Event()
 
-    def tracking(self, sid: str, turn_id: str, run: HostRun) -> _Tracking:
+    def tracking(self, sid: str, turn_id: str, run: HostRun) -> Bracket:
         """``run`` is listed as turn ``turn_id`` of session ``sid`` while in the block."""
-        return _Tracking(self, sid, turn_id, run)
+        return Bracket(partial(self._track, sid, turn_id, run), partial(self._untrack, turn_id))
 
     def _track(self, sid: str, turn_id: str, run: HostRun) -> None:
         with self._lock:
@@ -92,24 +93,3 @@ class RunningHosts:
                 complete = False
             (ended if complete else not_ended).append(turn_id)
         return EndedHosts(ended, not_ended)
-
-
-class _Tracking:
-    """:meth:`RunningHosts.tracking`'s block (a class, not a generator: entered around
-    every host)."""
-
-    __slots__ = ("_hosts", "_run", "_sid", "_turn_id")
-
-    def __init__(self, hosts: RunningHosts, sid: str, turn_id: str, run: HostRun) -> None:
-        self._hosts, self._sid, self._turn_id, self._run = hosts, sid, turn_id, run
-
-    def __enter__(self) -> None:
-        self._hosts._track(self._sid, self._turn_id, self._run)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._hosts._untrack(self._turn_id)
