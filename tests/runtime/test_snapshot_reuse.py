@@ -12,6 +12,7 @@ logging ``git`` on PATH (tests/runtime/git_calls.py).
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import time
@@ -373,30 +374,53 @@ def test_the_global_ignore_files_follow_the_environment(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The user's ignore files are derived once per HOME and XDG_CONFIG_HOME: a change
-    # of either is seen at the next fingerprint, and so is a change inside them.
+    # of either is seen at the next fingerprint, and so is a change inside the files
+    # the new values name — without HOME too, where the home is the password database's.
     monkeypatch.setattr(workspace_fingerprint, "RACY_NS", 0)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "one"))
-    before = fingerprint(repo)
-    moved = tmp_path / "two"
-    (moved / "git").mkdir(parents=True)
-    (moved / "git" / "ignore").write_text("*.log\n")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(moved))
-    after = fingerprint(repo)
-    assert before is not None and after is not None and after.key != before.key
-    assert str(moved / "git" / "ignore") in workspace_fingerprint._ignore_sources(repo)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+    def watched(path: Path, content: str = "*.log\n") -> bool:
+        # Whether writing ``path`` changes the fingerprint: whether it is looked at.
+        before = fingerprint(repo)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content + str(time.monotonic_ns()))
+        after = fingerprint(repo)
+        assert before is not None and after is not None
+        return after.key != before.key
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(one))
+    assert watched(one / "git" / "ignore")
+    assert not watched(two / "git" / "ignore")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(two))
+    assert watched(two / "git" / "ignore")
+    assert watched(two / "git" / "config")
+    assert not watched(one / "git" / "ignore")
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CONFIG_HOME")
-    assert str(tmp_path / "home" / ".gitconfig") in workspace_fingerprint._ignore_sources(repo)
-    assert str(tmp_path / "home" / ".config" / "git" / "ignore") in (
-        workspace_fingerprint._ignore_sources(repo)
-    )
-    # Back to a HOME seen before, and without HOME (the password database's home).
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(moved))
-    assert str(moved / "git" / "ignore") in workspace_fingerprint._ignore_sources(repo)
+    assert watched(home / ".gitconfig")
+    assert watched(home / ".config" / "git" / "ignore")
+    assert not watched(two / "git" / "ignore")
+    # Back to a value seen before.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(two))
+    assert watched(two / "git" / "ignore")
+
+    # Without HOME: the password database's home, asked again at every fingerprint.
     monkeypatch.delenv("HOME")
     monkeypatch.delenv("XDG_CONFIG_HOME")
-    home = os.path.expanduser("~")
-    assert os.path.join(home, ".gitconfig") in workspace_fingerprint._ignore_sources(repo)
+    listed = {"home": tmp_path / "listed"}
+
+    class Entry:
+        @property
+        def pw_dir(self) -> str:
+            return str(listed["home"])
+
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: Entry())
+    assert watched(tmp_path / "listed" / ".gitconfig")
+    listed["home"] = tmp_path / "relisted"
+    assert watched(tmp_path / "relisted" / ".gitconfig")
+    assert not watched(tmp_path / "listed" / ".gitconfig")
 
 
 def test_an_ignore_file_that_appears_or_goes_is_seen(

@@ -46,47 +46,31 @@ _SKIPPED_AT_TOP = frozenset({".git", ".turnkeeper"})
 # One entry of the worktree: path below the workspace, mode, inode, size, mtime, ctime.
 _Entry = tuple[str, int, int, int, int, int]
 
-# The user's global ignore files, by the (HOME, XDG_CONFIG_HOME) they derive from: the
-# last one only (the environment of a running control plane rarely changes, and a
-# change is a new key). Building them as Paths cost more than stat-ing them.
-_global_sources: dict[tuple[str, str], tuple[str, ...]] = {}
-# The same, by the undecoded values of the variables they derive from.
+# The user's global ignore files, by the values of the variables they derive from as
+# os.environ holds them, undecoded (each turn asks; decoding them cost more than the
+# lookups): the last one only — the environment of a running control plane rarely
+# changes, and a change is a new key. Building them as Paths cost more than stat-ing them.
 _GLOBAL_NAMES = ("HOME", "XDG_CONFIG_HOME")
-_global_by_raw: dict[tuple[object, ...], tuple[str, ...]] = {}
+_global_sources: dict[tuple[object, ...], tuple[str, ...]] = {}
 # Each workspace's git directory and every ignore source of it, by the workspace's
 # path, with the global ones they were built on.
 _sources: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {}
 
 
 def _global_ignore_sources() -> tuple[str, ...]:
-    # Known by the variables' values as os.environ holds them, undecoded (each turn asks;
-    # decoding both cost more than the lookups). Without HOME, expanduser asks pwd, at
-    # every call as before.
     raw = environ_raw(_GLOBAL_NAMES)
+    known = _global_sources.get(raw)
+    if known is not None:
+        return known
+    home = Path.home()  # HOME, else the password database's; raises when neither has one
+    config_home = Path(environ_value("XDG_CONFIG_HOME") or home / ".config")
+    ignore, config = config_home / "git" / "ignore", config_home / "git" / "config"
+    known = (str(ignore), str(config), str(home / ".gitconfig"))
+    # Without HOME the home comes from the password database: asked at every call,
+    # as git does, so nothing is kept under a key that does not name it.
     if raw[0] is not None:
-        known = _global_by_raw.get(raw)
-        if known is not None:
-            return known
-    sources = _derived_ignore_sources()
-    if raw[0] is not None:
-        _global_by_raw.clear()  # the last one only, as _global_sources
-        _global_by_raw[raw] = sources
-    return sources
-
-
-def _derived_ignore_sources() -> tuple[str, ...]:
-    # HOME read once (expanduser reads it twice); without it, expanduser asks pwd.
-    home_env = environ_value("HOME")
-    home_key = home_env if home_env is not None else os.path.expanduser("~")
-    key = (home_key, environ_value("XDG_CONFIG_HOME") or "")
-    known = _global_sources.get(key)
-    if known is None:
-        home = Path.home()  # raises as before when there is no home to find
-        config_home = Path(key[1] or home / ".config")
-        ignore, config = config_home / "git" / "ignore", config_home / "git" / "config"
-        known = (str(ignore), str(config), str(home / ".gitconfig"))
         _global_sources.clear()
-        _global_sources[key] = known
+        _global_sources[raw] = known
     return known
 
 
@@ -105,10 +89,6 @@ def _outside(top: str) -> tuple[str, tuple[str, ...]]:
         _sources.clear()  # workspaces of sessions long gone
     _sources[top] = (user, git_dir, sources)
     return git_dir, sources
-
-
-def _ignore_sources(workspace: str | Path) -> tuple[str, ...]:
-    return _outside(os.fspath(workspace))[1]
 
 
 @dataclass(frozen=True)
