@@ -14,10 +14,11 @@ import io
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rich.console import Console, RenderableType
+from rich.console import Console, JustifyMethod, OverflowMethod, RenderableType
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
+from rich.table import Column
 
 from turnkeeper.cli.fast_table import FastTable
 
@@ -67,7 +68,7 @@ def _styled(renderable: RenderableType, width: int) -> list[list[tuple[str, Styl
     ]
 
 
-def _table(headers: list[str], rows: list[list[str]], title: str | None) -> FastTable:
+def _table(headers: list[str | Column], rows: list[list[str]], title: str | None) -> FastTable:
     table = FastTable(*headers, title=title)
     for row in rows:
         table.add_row(*row)
@@ -77,7 +78,20 @@ def _table(headers: list[str], rows: list[list[str]], title: str | None) -> Fast
 @st.composite
 def tables(draw: st.DrawFn) -> tuple[FastTable, int]:
     columns = draw(st.integers(min_value=1, max_value=6))
-    headers = draw(st.lists(CELL, min_size=columns, max_size=columns))
+    titles = draw(st.lists(CELL, min_size=columns, max_size=columns))
+    # A header is a title, or a Column of its own overflow and justification.
+    overflows: list[OverflowMethod] = ["fold", "ellipsis", "crop"]
+    justifications: list[JustifyMethod] = ["left", "right"]
+    headers: list[str | Column] = [
+        Column(
+            title,
+            overflow=draw(st.sampled_from(overflows)),
+            justify=draw(st.sampled_from(justifications)),
+        )
+        if draw(st.booleans())
+        else title
+        for title in titles
+    ]
     rows = draw(
         st.lists(st.lists(CELL, min_size=columns, max_size=columns), min_size=1, max_size=12)
     )
@@ -114,7 +128,10 @@ def test_measures_as_rich(case: tuple[FastTable, int]) -> None:
 @pytest.mark.parametrize("width", [20, 60, 80, 100, 200])
 def test_a_session_listing_is_drawn_as_rich_draws_it(width: int) -> None:
     """The shape `status` prints: many rows, most cells repeated, one column distinct."""
-    headers = ["session", "goal", "host", "status", "turns", "lost", "failed", "in flight"]
+    headers: list[str | Column] = [
+        "session", "goal", "host", Column("status", overflow="fold"), "turns", "lost",
+        "failed", Column("in flight", overflow="fold"),
+    ]  # fmt: skip
     rows = [
         [
             f"{n:08x}",

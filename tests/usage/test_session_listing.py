@@ -162,3 +162,44 @@ def test_status_counts_finished_sessions_instead_of_drawing_them(
     status = user_project.tk("status", env=WIDE).stdout
     assert "Sessions" not in status and kept[:8] not in status, status
     assert "2 finished sessions not shown" in status
+
+
+def _cells_of_row(table: str, session_prefix: str) -> list[str]:
+    """The cells of one session's row, each the text of all its lines with whitespace
+    removed (a folded or wrapped cell reads the same)."""
+    lines = table.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"│ {session_prefix} "))
+    row = [lines[first]]
+    for line in lines[first + 1 :]:
+        if not line.startswith("│") or line.split("│")[1].strip():
+            break  # a border, or the next row (its first cell not empty)
+        row.append(line)
+    columns = [[cell for cell in line.strip("│").split("│")] for line in row]
+    return ["".join("".join(part.split()) for part in cell) for cell in zip(*columns, strict=True)]
+
+
+def test_a_status_reason_is_whole_on_an_80_column_terminal(user_project: UserProject) -> None:
+    """The default width of a pipe or a small terminal: the status's reason is folded
+    onto more lines, never cut short with an ellipsis."""
+    # An agent that does nothing on a goal with a criterion it never meets.
+    user_project.tk("goal", "add", "a goal", "--id", "idle", "-c", "the work is reviewed")
+    user_project.tk("todo", "add", "idle", "the work", "--id", "t-idle")
+    config = user_project.host_config("host-idle", {"command": ["true"]})
+    idle = user_project.tk(
+        "session", "create", "idle", "--host", "subprocess", "--host-config", config,
+        "--workspace", ".", "-q",
+    ).stdout.strip()  # fmt: skip
+    user_project.tk("run", "--session", idle, timeout=90)
+    stopped = _session(user_project, "paused", ["true"])
+    user_project.tk("session", "stop", stopped, "--reason", "paused by me for the weekend")
+    narrow = {"COLUMNS": "80"}
+    listed = {s["session_id"]: s for s in user_project.tk_json("session", "list")}
+    assert listed[idle]["status_reason"] == "no_progress", listed[idle]
+    for table in (
+        user_project.tk("status", env=narrow).stdout,
+        user_project.tk("session", "list", env=narrow).stdout,
+    ):
+        assert all(len(line) <= 80 for line in table.splitlines()), table
+        for sid, state in listed.items():
+            shown = f"{state['status']} ({state['status_reason']})"
+            assert _cells_of_row(table, sid[:8])[3] == "".join(shown.split()), table

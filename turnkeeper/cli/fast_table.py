@@ -10,10 +10,11 @@ cell, 0.6 s for a thousand sessions of eight columns, longer than everything els
   holding, per column, the cell with the longest word and the cell with the longest
   line: the widths come out the same;
 * cells: a plain cell (no style; printable text with no leading or trailing space) that
-  fits its column is one line, ``" " + text + padding + " "``, exactly what Rich draws
-  for it (unstyled text prints as its characters however it is cut into segments).
+  fits its left-justified column is one line, ``" " + text + padding + " "``, exactly
+  what Rich draws for it (unstyled text prints as its characters however it is cut
+  into segments).
   Every other cell (styled, wrapped, a header) is rendered by Rich itself, once per
-  distinct text and width;
+  distinct text and column;
 * the title, the borders and the assembly of rows follow Rich's ``Table`` for this
   table's settings: heavy-head box with edges, a header, no footer, no row lines.
 
@@ -66,9 +67,11 @@ def _merged(line: list[Segment]) -> list[Segment]:
 
 
 class FastTable:
-    """``Table(*headers, title=title)`` whose rows are strings (Rich markup)."""
+    """``Table(*headers, title=title)`` whose rows are strings (Rich markup). A header
+    is a column's title, or a ``Column`` for a column of its own settings (``overflow``,
+    ``justify``, ...)."""
 
-    def __init__(self, *headers: str, title: str | None = None) -> None:
+    def __init__(self, *headers: str | Column, title: str | None = None) -> None:
         if not headers:
             raise ValueError("a table needs at least one column")
         self._headers = headers
@@ -86,7 +89,9 @@ class FastTable:
 
     def rich_table(self, rows: Iterable[Sequence[str]] | None = None) -> Table:
         """This table as Rich's ``Table``, holding ``rows`` (default: all of them)."""
-        table = Table(*self._headers, title=self._title)
+        # A copy of each Column: Rich's Table keeps its rows' cells in its columns.
+        headers = (h if isinstance(h, str) else h.copy() for h in self._headers)
+        table = Table(*headers, title=self._title)
         for row in self._rows if rows is None else rows:
             table.add_row(*row)
         return table
@@ -163,7 +168,7 @@ class _Drawing:
 
     def cell(self, table: Table, index: int, cell: str, header: bool) -> Lines:
         width = self.widths[index]
-        key = (cell, width, header)
+        key = (cell, index, header)  # by column: columns differ in width and settings
         lines = self._lines.get(key)
         if lines is not None:
             return lines
@@ -175,6 +180,7 @@ class _Drawing:
         room = width - left - right
         if (
             not header
+            and column.justify == "left"  # the line below is left-justified
             and not style
             and not text.spans
             and not text.style

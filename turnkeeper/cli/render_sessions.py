@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rich.table import Table
+from rich.table import Column, Table
 
 from turnkeeper.cli.fast_table import FastTable
 from turnkeeper.cli.output import console, safe
@@ -108,15 +108,17 @@ def render_recovery_report(report: RecoveryReport) -> None:
 
 def render_session_list(states: Sequence[SessionSummary]) -> None:
     # A thousand sessions are a thousand rows: FastTable draws what Table would, faster.
+    # On a narrow terminal the status's reason and the turn in flight are folded onto
+    # more lines rather than cut short: they are what a user looks at the table for.
     table = FastTable(
         "session",
         "goal",
         "host",
-        "status",
+        Column("status", overflow="fold"),
         "turns",
         "lost",
         "failed",
-        "in flight",
+        Column("in flight", overflow="fold"),
         title="Sessions",
     )
     for s in states:
