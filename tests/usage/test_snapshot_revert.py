@@ -202,3 +202,54 @@ def test_a_submodule_workspace_is_refused_at_create(user_project: UserProject) -
     assert "is a submodule of" in inner["message"]
     created = project.tk_json("session", "create", GOAL, "--no-snapshots")
     assert created["snapshots"] is False
+
+
+FIRST_TURN_AGENT = """#!/bin/sh
+# The first attempt rewrites the notes and works on (sleeps) until it is killed; the
+# retry finishes.
+if [ ! -e "{state}/first-started" ]; then
+  echo "half done" > README.md
+  echo "scratch" > scratch.txt
+  touch "{state}/first-started"
+  exec sleep {sleep}
+fi
+echo "done" > README.md
+echo '{{"kind":"result","data":{{"todo_done":true}}}}'
+"""
+
+
+def test_a_session_crashed_in_its_first_turn_is_not_reverted_and_resumes(
+    user_project: UserProject,
+) -> None:
+    """No turn completed, so no snapshot: the revert is refused with what to do instead,
+    touches nothing, and the session resumed retries the turn to its end."""
+    project = user_project
+    project.tk("goal", "add", "Rewrite the readme", "--id", GOAL)
+    project.tk("todo", "add", GOAL, "Rewrite it", "--id", "t1")
+    state = project.root.parent / "agent-state"
+    state.mkdir()
+    sid = _session(project, FIRST_TURN_AGENT.format(state=state, sleep=SLEEP))
+    run = project.start("run")
+    try:
+        wait_for((state / "first-started").exists, 60, "the first turn")
+    finally:
+        run.kill()  # the control plane dies in the session's first turn
+    project.tk("session", "crash", sid)  # ends the agent it left running
+    assert project.tk_json("session", "snapshots", sid)["snapshots"] == []
+    left = worktree_tree(project.root)
+
+    error = refused(
+        project, "session", "revert", sid, "--request-id", "revert-1",
+        code="FAILED_PRECONDITION", reason="no_snapshot",
+    )  # fmt: skip
+    assert "no turn of this session has completed" in error["message"], error
+    assert "`session resume`" in error["message"], error
+    assert worktree_tree(project.root) == left  # the interrupted turn's files, untouched
+    assert (project.root / "scratch.txt").read_text() == "scratch\n"
+
+    project.tk("session", "resume", sid)
+    project.tk("run", timeout=90)
+    shown = project.tk_json("session", "show", sid)
+    assert shown["counters"]["turns_completed"] >= 1, shown["counters"]
+    assert (project.root / "README.md").read_text() == "done\n"
+    assert [row["kept"] for row in project.tk_json("session", "snapshots", sid)["snapshots"]]

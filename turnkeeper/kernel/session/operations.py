@@ -49,6 +49,14 @@ CRASH_NOTE_CODE = "crashed_turn_reverted"
 # --- create ------------------------------------------------------------------------------
 
 
+# Why a session whose first turn never completed is not reverted, and what to do.
+NO_TURN_COMPLETED = (
+    "no turn of this session has completed, so there is no snapshot to revert to: the "
+    "workspace holds what the interrupted turn left (`git status` shows it), and "
+    "`session resume` lets the next `run` retry that turn"
+)
+
+
 def create_payload_digest(command: cmd.CreateSession) -> str:
     """What a create asked for, as recorded with its request id (canonical JSON)."""
     payload: dict[str, object] = {
@@ -197,7 +205,7 @@ def begin(state: SessionState, command: cmd.BeginOperation, now: datetime) -> li
                 f"a {state.status} session is not reverted", reason="not_crashed"
             )
         if state.last_completed is None:
-            raise FailedPrecondition("no completed snapshot to revert to", reason="no_snapshot")
+            raise FailedPrecondition(NO_TURN_COMPLETED, reason="no_snapshot")
         if _snapshot_in_progress(state):
             raise Aborted("a snapshot is being taken", reason="snapshot_in_progress")
         snapshot_turn = state.last_completed.turn_id

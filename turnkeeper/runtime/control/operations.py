@@ -44,6 +44,7 @@ from turnkeeper.kernel.session.commands import (
     RecordOperationStep,
 )
 from turnkeeper.kernel.session.operation_model import OperationKind, PendingOperation
+from turnkeeper.kernel.session.operations import NO_TURN_COMPLETED
 from turnkeeper.runtime.control.controller_identity import controller_owner, owner_is_dead
 from turnkeeper.runtime.control.run_config import LEASE_SECONDS
 from turnkeeper.runtime.control.session_leases import SessionLeases
@@ -193,8 +194,15 @@ class Operations:
     def _observe_runtime(self, state: SessionState) -> None:
         """The runtime a revert needs is there and is the one recorded."""
         last = state.last_completed
-        if last is None or last.snapshot.workspace_tree is None:
-            raise FailedPrecondition("no completed snapshot to revert to", reason="no_snapshot")
+        if last is None:
+            raise FailedPrecondition(NO_TURN_COMPLETED, reason="no_snapshot")
+        if last.snapshot.workspace_tree is None:
+            raise FailedPrecondition(
+                f"the last completed turn, {last.turn_id}, has no snapshot to revert to "
+                "(snapshots are off for this session, or taking it failed: "
+                "`session snapshots` lists what there is)",
+                reason="no_snapshot",
+            )
         snap = last.snapshot
         workspace = Path(state.workspace)
         if not is_repository(workspace):
