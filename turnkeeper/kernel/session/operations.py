@@ -45,16 +45,15 @@ from turnkeeper.kernel.session.state import (
 
 CRASH_NOTE_CODE = "crashed_turn_reverted"
 
-
-# --- create ------------------------------------------------------------------------------
-
-
 # Why a session whose first turn never completed is not reverted, and what to do.
 NO_TURN_COMPLETED = (
     "no turn of this session has completed, so there is no snapshot to revert to: the "
     "workspace holds what the interrupted turn left (`git status` shows it), and "
     "`session resume` lets the next `run` retry that turn"
 )
+
+
+# --- create ------------------------------------------------------------------------------
 
 
 def create_payload_digest(command: cmd.CreateSession) -> str:
