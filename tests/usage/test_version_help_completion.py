@@ -107,3 +107,28 @@ def test_the_flow_in_the_help_works_as_shown(user_project: UserProject) -> None:
     shown = user_project.tk_json("goal", "show", "parser")
     assert shown["state"]["goal"]["status"] == "closed"
     assert json.dumps(shown)  # a plain JSON document, as a script reads it
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "meaning"),
+    [
+        (("session", "show"), "SESSION", "A session id, or a unique prefix of one."),
+        (("session", "revert"), "SESSION", "A session id, or a unique prefix of one."),
+        (("turn", "list"), "SESSION", "A session id, or a unique prefix of one."),
+        (("logs",), "SESSION", "A session id, or a unique prefix of one."),
+        (("turn", "show"), "TURN", "A turn id, or a unique prefix of one."),
+        (("recover",), "TURN", "The failed turn's id, as `turn list` shows it."),
+        (("goal", "show"), "GOAL", "A goal id, or a unique prefix of one."),
+    ],
+)
+def test_an_id_argument_is_named_and_explained(
+    user_project: UserProject, command: tuple[str, ...], name: str, meaning: str
+) -> None:
+    """The usage line and a missing-argument error name what to give, and the help says
+    what it is: not the parameter's Python name."""
+    shown = user_project.tk(*command, "--help", env={"COLUMNS": "200"}).stdout
+    assert f"[OPTIONS] {{{name}}}" in shown or f"[OPTIONS] {name}" in shown, shown
+    assert meaning in shown, shown
+    missing = user_project.tk(*command, expect=2, env={"COLUMNS": "200"})
+    assert f"Missing argument '{name}'." in missing.stderr, missing.stderr
+    assert "Traceback" not in missing.stderr

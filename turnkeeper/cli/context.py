@@ -29,6 +29,11 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON.")
+# The ids a command is given, named in its usage line and in a missing-argument error.
+GoalArgument = typer.Argument(..., metavar="GOAL", help="A goal id, or a unique prefix of one.")
+SessionArgument = typer.Argument(
+    ..., metavar="SESSION", help="A session id, or a unique prefix of one."
+)
 # Where a session's workspace lives, or where a worker runs: a name of the user's own
 # (a machine, a shared volume). Workers drive only the sessions of their site.
 SiteOption = typer.Option(

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 import typer
 
-from turnkeeper.cli.context import JsonOption, goal_service, handles_errors
+from turnkeeper.cli.context import GoalArgument, JsonOption, goal_service, handles_errors
 from turnkeeper.cli.output import print_json, safe
 from turnkeeper.cli.todos import todo_app
 from turnkeeper.cli.writes import QuietOption, check_output_mode, report, written
@@ -38,8 +38,6 @@ goal_app = typer.Typer(
     "unique prefix.",
     no_args_is_help=True,
 )
-
-GoalArgument = typer.Argument(..., metavar="GOAL", help="A goal id, or a unique prefix of one.")
 
 
 @goal_app.command("add")

@@ -12,6 +12,7 @@ import typer
 from turnkeeper.cli import output
 from turnkeeper.cli.context import (
     JsonOption,
+    SessionArgument,
     SiteOption,
     handles_errors,
     open_project_store,
@@ -111,7 +112,7 @@ def session_create(
 
 @session_app.command("show")
 @handles_errors
-def session_show(session_id: str, as_json: bool = JsonOption) -> None:
+def session_show(session_id: str = SessionArgument, as_json: bool = JsonOption) -> None:
     """A session: status, lease, turn in flight, counters and its latest recovery report.
 
     Example:
@@ -181,7 +182,7 @@ def _print_operator(result: OperatorResult, as_json: bool, said: str) -> None:
 @session_app.command("stop")
 @handles_errors
 def session_stop(
-    session_id: str,
+    session_id: str = SessionArgument,
     reason: str = typer.Option("stopped by operator", help="Recorded with the stop."),
     as_json: bool = JsonOption,
 ) -> None:
@@ -205,7 +206,7 @@ def session_stop(
 @session_app.command("resume")
 @handles_errors
 def session_resume(
-    session_id: str,
+    session_id: str = SessionArgument,
     reason: str = typer.Option("resumed by operator", help="Recorded with the resume."),
     as_json: bool = JsonOption,
 ) -> None:
@@ -225,7 +226,7 @@ def session_resume(
 
 @session_app.command("snapshots")
 @handles_errors
-def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
+def session_snapshots(session_id: str = SessionArgument, as_json: bool = JsonOption) -> None:
     """The session's snapshots, oldest first: one per completed turn, while retained.
 
     Example:
@@ -247,7 +248,7 @@ def session_snapshots(session_id: str, as_json: bool = JsonOption) -> None:
 @session_app.command("crash")
 @handles_errors
 def session_crash(
-    session_id: str,
+    session_id: str = SessionArgument,
     reason: str = typer.Option("marked crashed by operator", help="Recorded with the mark."),
     as_json: bool = JsonOption,
 ) -> None:
@@ -274,7 +275,9 @@ RequestIdOption = typer.Option(..., "--request-id", help="Client request id: a r
 @session_app.command("revert")
 @handles_errors
 def session_revert(
-    session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
+    session_id: str = SessionArgument,
+    request_id: str = RequestIdOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Revert a crashed session to its last completed snapshot (workspace + host session).
 
@@ -293,7 +296,9 @@ def session_revert(
 @session_app.command("delete")
 @handles_errors
 def session_delete(
-    session_id: str, request_id: str = RequestIdOption, as_json: bool = JsonOption
+    session_id: str = SessionArgument,
+    request_id: str = RequestIdOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Delete a session, closed or not (superseding a pending revert), and its snapshots.
 
@@ -364,7 +369,12 @@ def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
 
 
 @handles_errors
-def recover(turn_id: str, as_json: bool = JsonOption) -> None:
+def recover(
+    turn_id: str = typer.Argument(
+        ..., metavar="TURN", help="The failed turn's id, as `turn list` shows it."
+    ),
+    as_json: bool = JsonOption,
+) -> None:
     """Validate a failed turn's host recovery record and resume its session.
 
     Example:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 import typer
 
-from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store
+from turnkeeper.cli.context import JsonOption, SessionArgument, handles_errors, open_project_store
 from turnkeeper.cli.output import print_json
 
 # The runtime is imported by the commands that use it, so that parsing a command line
@@ -36,7 +36,7 @@ DEFAULT_EVENTS_SHOWN: Final = 20
 
 @turn_app.command("list")
 @handles_errors
-def turn_list(session_id: str, as_json: bool = JsonOption) -> None:
+def turn_list(session_id: str = SessionArgument, as_json: bool = JsonOption) -> None:
     """A session's turns, oldest first: kind, todo, outcome, time, host events, reason.
 
     Example:
@@ -63,7 +63,9 @@ def turn_list(session_id: str, as_json: bool = JsonOption) -> None:
 @turn_app.command("show")
 @handles_errors
 def turn_show(
-    turn_id: str,
+    turn_id: str = typer.Argument(
+        ..., metavar="TURN", help="A turn id, or a unique prefix of one."
+    ),
     events: int = typer.Option(
         DEFAULT_EVENTS_SHOWN,
         "--events",
@@ -122,7 +124,7 @@ def _still_driven(store: EventStore, sid: str) -> bool:
 
 @handles_errors
 def logs(
-    session_id: str,
+    session_id: str = SessionArgument,
     follow: bool = typer.Option(
         False,
         "--follow",

@@ -10,6 +10,7 @@ import typer
 from turnkeeper.cli import work_lists
 from turnkeeper.cli.arguments import COMMAND_TIMEOUT_MAX_SECONDS, check_seconds
 from turnkeeper.cli.context import (
+    GoalArgument,
     JsonOption,
     goal_service,
     handles_errors,
@@ -33,7 +34,6 @@ monitor_app = typer.Typer(
 evidence_app = typer.Typer(
     help="Evidence: results bound to command and revision." + _PREFIXES, no_args_is_help=True
 )
-GoalArgument = typer.Argument(..., metavar="GOAL", help="A goal id, or a unique prefix of one.")
 
 gate_app.command("list")(work_lists.gate_list)
 evidence_app.command("list")(work_lists.evidence_list)

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import typer
 
-from turnkeeper.cli.context import JsonOption, goal_service, handles_errors
+from turnkeeper.cli.context import GoalArgument, JsonOption, goal_service, handles_errors
 from turnkeeper.cli.output import print_json
 
 # The kernel and the runtime are imported by the commands that use them, so that
@@ -34,9 +34,6 @@ class GateStatusChoice(StrEnum):
 
     OPEN = "open"
     RESOLVED = "resolved"
-
-
-GoalArgument = typer.Argument(..., metavar="GOAL", help="A goal id, or a unique prefix of one.")
 
 
 @handles_errors
