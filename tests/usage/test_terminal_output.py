@@ -84,3 +84,14 @@ def test_json_output_keeps_the_exact_text(project: UserProject) -> None:
     assert state["todos"]["t-red"]["title"] == RED
     titles = {g["id"]: g["title"] for g in project.tk_json("status")["goals"]}
     assert titles == {"markup": MARKUP, "escape": RED}
+
+
+def test_init_prints_its_paths_on_one_line_on_a_narrow_terminal(user_project: UserProject) -> None:
+    """A path is copied from the terminal: never broken over lines, whatever the width."""
+    deep = user_project.root / ("a-rather-long-directory-name-" * 3) / "project"
+    deep.mkdir(parents=True)
+    user_project.git("-C", str(deep), "init", "-q")
+    done = user_project.tk("init", str(deep), env={"COLUMNS": "80"})
+    state_dir = deep / ".turnkeeper"
+    database = f"sqlite:///{state_dir / 'turnkeeper.db'}"
+    assert done.stdout == f"initialised {state_dir} (database {database})\n", done.stdout

@@ -79,7 +79,7 @@ def extensions(ctx: typer.Context, as_json: bool = JsonOption) -> None:
 @extensions_app.command("disable")
 @handles_errors
 def extensions_disable(
-    name: str = typer.Argument(..., help="The host kind or effect provider."),
+    name: str = typer.Argument(..., metavar="NAME", help="The host kind or effect provider."),
     reason: str = typer.Option("", "--reason", help="Why: shown wherever it is refused."),
     group: str | None = GroupOption,
     as_json: bool = JsonOption,
@@ -107,7 +107,7 @@ def extensions_disable(
 @extensions_app.command("enable")
 @handles_errors
 def extensions_enable(
-    name: str = typer.Argument(..., help="The host kind or effect provider."),
+    name: str = typer.Argument(..., metavar="NAME", help="The host kind or effect provider."),
     group: str | None = GroupOption,
     as_json: bool = JsonOption,
 ) -> None:

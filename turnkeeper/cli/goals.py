@@ -43,7 +43,7 @@ goal_app = typer.Typer(
 @goal_app.command("add")
 @handles_errors
 def goal_add(
-    title: str,
+    title: str = typer.Argument(..., metavar="TITLE", help="The goal, in a few words."),
     objective: str = typer.Option("", help="What the goal is for."),
     criterion: list[str] = typer.Option(
         [], "--criterion", "-c", help="An acceptance criterion (ids c1, c2, ... in order)."

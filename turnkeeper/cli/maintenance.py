@@ -9,6 +9,7 @@ import typer
 
 from turnkeeper.cli import output
 from turnkeeper.cli.context import (
+    GoalArgument,
     JsonOption,
     goal_service,
     handles_errors,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 @handles_errors
 def init(
-    path: Path = typer.Argument(Path("."), help="The project root."),
+    path: Path = typer.Argument(Path("."), metavar="PATH", help="The project root."),
     database_url: str | None = typer.Option(
         None,
         "--database-url",
@@ -62,7 +63,9 @@ def init(
         print_json(done | ({"hook": hook} if hook else {}))
     else:
         verb = "initialised" if created else "already initialised"
-        output.console.print(f"{verb} {safe(project.state_dir)} (database {safe(shown)})")
+        output.console.print(  # one line however long: paths to copy, not to wrap
+            f"{verb} {safe(project.state_dir)} (database {safe(shown)})", soft_wrap=True
+        )
         if hook:
             output.console.print(safe(hook.message), soft_wrap=True)  # a line to copy
 
@@ -150,7 +153,7 @@ def status(as_json: bool = JsonOption) -> None:
 
 
 @handles_errors
-def audit(goal_id: str, as_json: bool = JsonOption) -> None:
+def audit(goal_id: str = GoalArgument, as_json: bool = JsonOption) -> None:
     """The terminal audit of a goal: every counter and every named blocker.
 
     Example: turnkeeper audit parser
@@ -232,7 +235,7 @@ def repair(
 
 @handles_errors
 def propose(
-    goal_id: str,
+    goal_id: str = GoalArgument,
     proposal: str = typer.Option(
         ..., "--proposal", help="A kernel proposal as JSON ('-': stdin, @FILE: a file)."
     ),

@@ -78,7 +78,9 @@ def _print_text(report: ScanReport) -> None:
 @handles_errors
 def scan(
     paths: list[Path] | None = typer.Argument(
-        None, help="Files or directories to scan (default: the files staged for commit)."
+        None,
+        metavar="PATH",
+        help="Files or directories to scan (default: the files staged for commit).",
     ),
     all_files: bool = typer.Option(
         False, "--all", help="Scan every tracked file, not only the staged ones."

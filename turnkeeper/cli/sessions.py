@@ -11,6 +11,7 @@ import typer
 
 from turnkeeper.cli import output
 from turnkeeper.cli.context import (
+    GoalArgument,
     JsonOption,
     SessionArgument,
     SiteOption,
@@ -40,7 +41,7 @@ def _host_config(text: str) -> JsonDict:
 @session_app.command("create")
 @handles_errors
 def session_create(
-    goal_id: str,
+    goal_id: str = GoalArgument,
     host: str = typer.Option(
         "scripted",
         help="Host kind: subprocess (any command, see docs/agents.md), codex, claude, "
@@ -328,9 +329,10 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
 
 def _print_preserved(preserved: Mapping[str, object] | None) -> None:
     if preserved:
-        output.console.print(
+        output.console.print(  # one line: the directory is a path to copy
             f"  moved aside rather than overwritten or removed: {preserved['count']} "
-            f"paths, in {safe(preserved['directory'])}"
+            f"paths, in {safe(preserved['directory'])}",
+            soft_wrap=True,
         )
 
 
@@ -341,7 +343,12 @@ operation_app = typer.Typer(
 
 @operation_app.command("show")
 @handles_errors
-def operation_show(request_id: str, as_json: bool = JsonOption) -> None:
+def operation_show(
+    request_id: str = typer.Argument(
+        ..., metavar="REQUEST", help="The operation's request id (--request-id)."
+    ),
+    as_json: bool = JsonOption,
+) -> None:
     """An operation by its request id: kind, session, status, steps and outcome.
 
     Example:
