@@ -8,6 +8,7 @@ literally. ``--json`` output carries the exact text.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -95,3 +96,33 @@ def test_init_prints_its_paths_on_one_line_on_a_narrow_terminal(user_project: Us
     state_dir = deep / ".turnkeeper"
     database = f"sqlite:///{state_dir / 'turnkeeper.db'}"
     assert done.stdout == f"initialised {state_dir} (database {database})\n", done.stdout
+
+
+def test_session_and_turn_show_keep_refs_and_paths_whole_at_80_columns(
+    user_project: UserProject,
+) -> None:
+    """The snapshot ref, the workspace and the last snapshot's line are read and copied
+    whole: a narrow terminal (a pipe's default) does not break them over lines."""
+    user_project.tk("goal", "add", "a goal", "--id", "g")
+    user_project.tk("todo", "add", "g", "one", "--id", "t")
+    config = user_project.host_config("host", {"command": ["true"]})
+    sid = user_project.tk(
+        "session", "create", "g", "--host", "subprocess", "--host-config", config, "-q"
+    ).stdout.strip()
+    user_project.tk("run", "--max-turns", "1", timeout=90)
+    (snapshot,) = user_project.tk_json("session", "snapshots", sid)["snapshots"]
+    narrow = {"COLUMNS": "80"}
+
+    turn = user_project.tk("turn", "show", snapshot["turn_id"], env=narrow).stdout
+    lines = turn.splitlines()
+    assert f"Snapshot: {snapshot['snapshot_ref']} commit {snapshot['workspace_commit'][:12]}" in (
+        lines
+    ), turn
+    assert any(line.startswith(f"  session {sid}  goal g  todo t") for line in lines), turn
+
+    shown = user_project.tk("session", "show", sid, env=narrow).stdout.splitlines()
+    assert f"  workspace {user_project.root}" in shown, shown
+    last = re.compile(
+        rf"  last snapshot: turn {snapshot['turn_id']}, kernel seq \d+, revision \w{{12}}"
+    )
+    assert any(last.fullmatch(line) for line in shown), shown

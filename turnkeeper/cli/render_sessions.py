@@ -39,7 +39,8 @@ def render_session(state: SessionState) -> None:
         f"  goal {safe(state.goal_id)}  host {safe(state.host_kind)}  generation {state.generation}"
     )
     site = f"  (site {safe(state.site)}: only its workers drive it)" if state.site else ""
-    console.print(f"  workspace {safe(state.workspace)}{site}")
+    # ids, refs and paths to copy: one line each, never cut (soft wrap)
+    console.print(f"  workspace {safe(state.workspace)}{site}", soft_wrap=True)
     if not state.snapshots:
         console.print("  snapshots [yellow]off[/] (created with --no-snapshots): no revert")
     console.print(f"  host session handle {safe(state.host_session_handle or '-')}")
@@ -75,7 +76,8 @@ def render_session(state: SessionState) -> None:
         label = "last snapshot" if state.snapshots else "last completed turn (no snapshot)"
         console.print(
             f"  {label}: turn {safe(state.last_completed.turn_id)}, "
-            f"kernel seq {snap.kernel_seq}, revision {safe((snap.workspace_revision or '-')[:12])}"
+            f"kernel seq {snap.kernel_seq}, revision {safe((snap.workspace_revision or '-')[:12])}",
+            soft_wrap=True,
         )
         if snap.snapshot_failed:
             console.print(f"  [red]no snapshot of that turn[/]: {safe(snap.snapshot_failed)}")

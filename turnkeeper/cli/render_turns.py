@@ -112,9 +112,10 @@ def render_turn(turn: TurnInfo, *, last_events: int | None) -> None:
         f"[bold]turn {safe(turn.turn_id)}[/]  #{turn.number}  "
         f"{safe(env.kind)} (attempt {env.attempt})  {_outcome(turn.outcome)}"
     )
-    console.print(
+    console.print(  # ids, refs and paths to copy: one line each, never cut (soft wrap)
         f"  session {safe(env.session_id)}  goal {safe(env.goal_id)}  "
-        f"todo {safe(env.todo_id or '-')}  generation {env.generation}"
+        f"todo {safe(env.todo_id or '-')}  generation {env.generation}",
+        soft_wrap=True,
     )
     if turn.host_kind is not None:
         console.print(f"  host {safe(turn.host_kind)} pid {turn.host_pid}")
@@ -147,7 +148,10 @@ def render_turn(turn: TurnInfo, *, last_events: int | None) -> None:
     snap = turn.snapshot
     if snap is not None:
         commit = (snap.workspace_commit or "-")[:12]
-        console.print(f"[bold]Snapshot[/]: {safe(snap.snapshot_ref or '-')} commit {safe(commit)}")
+        console.print(
+            f"[bold]Snapshot[/]: {safe(snap.snapshot_ref or '-')} commit {safe(commit)}",
+            soft_wrap=True,
+        )
         if snap.snapshot_failed:
             console.print(f"  [red]no snapshot[/]: {safe(snap.snapshot_failed)}")
 
