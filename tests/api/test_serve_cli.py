@@ -134,3 +134,24 @@ def test_share_needs_one_mode_and_help_needs_no_fastapi(api_project: ApiProject)
     imported = {line.rsplit("|", 1)[-1].strip() for line in probe.stderr.splitlines()}
     assert "typer" in imported
     assert not {m for m in imported if m.split(".")[0] in {"fastapi", "uvicorn", "starlette"}}
+
+
+def test_share_lines_are_whole_on_an_80_column_terminal(api_project: ApiProject) -> None:
+    """What `share create` and `share list` print is copied and grepped: one line each
+    share, ids never broken over lines, at a pipe's default width."""
+    sid = api_project.session_id
+    narrow = {**_env(api_project), "COLUMNS": "80"}
+    made = subprocess.run(
+        [*CLI, "share", "create", sid, "--read-only"],
+        env=narrow, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    (share,) = json.loads(tk(api_project, "share", "list", "--json").stdout)
+    assert made[0] == f"shared session {sid} (read) as {share['share_id']}; the token, shown once:"
+    assert len(made) == 2 and made[1].startswith("tks_"), made
+    listed = subprocess.run(
+        [*CLI, "share", "list"], env=narrow, capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()
+    assert len(listed) == 1, listed
+    assert listed[0].startswith(f"{share['share_id']}  {sid}  read  ") and listed[0].endswith(
+        "active"
+    ), listed

@@ -43,9 +43,10 @@ def share_create(
         print_json({**share_json(made.share), "token": made.token})
         return
     share = made.share
-    console.print(
+    console.print(  # ids to copy: one line, never broken (soft wrap)
         f"shared session [bold]{share.session_id}[/] ({share.mode}) as {share.share_id}; "
-        "the token, shown once:"
+        "the token, shown once:",
+        soft_wrap=True,
     )
     print(made.token)
 
@@ -71,9 +72,10 @@ def share_list(as_json: bool = JsonOption) -> None:
         console.print("no shares yet: `turnkeeper share create SESSION --read-only`")
     for share in shares:
         state = f"revoked {share.revoked_at:%Y-%m-%d %H:%M}" if share.revoked_at else "active"
-        console.print(
+        console.print(  # one share a line, for people and for grep alike
             f"{safe(share.share_id)}  {share.session_id}  {share.mode:<6}  "
-            f"created {share.created_at:%Y-%m-%d %H:%M}  {state}"
+            f"created {share.created_at:%Y-%m-%d %H:%M}  {state}",
+            soft_wrap=True,
         )
 
 
