@@ -126,3 +126,42 @@ def test_session_and_turn_show_keep_refs_and_paths_whole_at_80_columns(
         rf"  last snapshot: turn {snapshot['turn_id']}, kernel seq \d+, revision \w{{12}}"
     )
     assert any(last.fullmatch(line) for line in shown), shown
+
+
+def test_plain_lines_with_ids_and_paths_are_whole_at_80_columns(
+    user_project: UserProject,
+) -> None:
+    """A created session, an operator's action, a doctor's finding and an error name ids,
+    paths and commands that people copy: at a pipe's default width each stays on its
+    line (a terminal wraps it for the eye; the text keeps no line break)."""
+    narrow = {"COLUMNS": "80"}
+    user_project.tk("goal", "add", "a goal", "--id", "g")
+    config = user_project.host_config("host", {"command": ["true"]})
+    created = user_project.tk(
+        "session", "create", "g", "--host", "subprocess", "--host-config", config,
+        "--request-id", "a-request-id-long-enough-to-reach-past-eighty-columns", env=narrow,
+    ).stdout  # fmt: skip
+    (sid,) = [s["session_id"] for s in user_project.tk_json("session", "list")]
+    assert created == (
+        f"created session {sid} on goal g "
+        "(request a-request-id-long-enough-to-reach-past-eighty-columns)\n"
+    ), created
+
+    stopped = user_project.tk("session", "stop", sid, env=narrow).stdout.splitlines()
+    assert stopped[0] == f"stopped session {sid} (suspended)", stopped
+
+    doctor = user_project.tk("doctor", "subprocess", env=narrow).stdout.splitlines()
+    assert any(
+        line.endswith("host kind turnkeeper.hosts.subprocess_host:SubprocessHost loads; "
+                      "it needs nothing outside turnkeeper")
+        for line in doctor
+    ), doctor  # fmt: skip
+
+    refused = user_project.tk("runner", "status", expect=None, env=narrow)
+    socket = user_project.root / ".turnkeeper" / "runner" / "runner.sock"
+    lines = refused.stderr.splitlines()
+    assert lines[0] == (
+        "UNAVAILABLE (runner_not_running): no runner runs for this project "
+        "(`turnkeeper runner start`)"
+    ), lines
+    assert lines[1].startswith(f"  cause: no runner answers at {socket}: "), lines

@@ -248,12 +248,14 @@ def _record_verdicts(report: DoctorReport) -> None:
 def _render(report: DoctorReport) -> None:
     for finding in report.findings:
         style = _STATUS_STYLE.get(finding.status, "bold red")
+        # Soft wrap: a finding names paths, classes and commands to copy.
         console.print(
             f"[{style}]{finding.status:<14}[/] {safe(finding.extension)} "
-            f"[dim]{safe(finding.check)}[/]: {safe(finding.detail)}"
+            f"[dim]{safe(finding.check)}[/]: {safe(finding.detail)}",
+            soft_wrap=True,
         )
         if finding.fix:
-            console.print(f"{'':<15}[bold]fix:[/] {safe(finding.fix)}")
+            console.print(f"{'':<15}[bold]fix:[/] {safe(finding.fix)}", soft_wrap=True)
     where = (
         f"{report.sessions_checked} session(s) of {safe(report.project)} checked"
         if report.project

@@ -126,8 +126,10 @@ def print_error(error: TurnkeeperError, *, as_json: bool) -> None:
         print_json({"error": error.to_dict()})
         return
     err_console = _console(stderr=True)
+    # Soft wrap: an error names paths, ids and commands to copy, never broken over lines.
     err_console.print(
-        f"[bold red]{error.code.value}[/] ({safe(error.reason)}): {safe(error.message)}"
+        f"[bold red]{error.code.value}[/] ({safe(error.reason)}): {safe(error.message)}",
+        soft_wrap=True,
     )
     for key, val in error.details.items():
-        err_console.print(f"  [dim]{safe(key)}:[/] {safe(val)}")
+        err_console.print(f"  [dim]{safe(key)}:[/] {safe(val)}", soft_wrap=True)

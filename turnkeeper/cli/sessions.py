@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -105,9 +106,10 @@ def session_create(
         say(state.session_id)
     else:
         snapshots = "" if state.snapshots else ", snapshots off"
-        output.console.print(
+        output.console.print(  # ids to copy: one line, never broken (soft wrap)
             f"created session [bold]{safe(state.session_id)}[/] on goal {safe(goal_id)} "
-            f"(request {safe(rid)}){snapshots}"
+            f"(request {safe(rid)}){snapshots}",
+            soft_wrap=True,
         )
 
 
@@ -168,16 +170,15 @@ def _print_operator(result: OperatorResult, as_json: bool, said: str) -> None:
             }
         )
         return
-    output.console.print(
-        f"{said} session [bold]{result.state.session_id}[/] ({result.state.status})"
-    )
+    line = partial(output.console.print, soft_wrap=True)  # ids to copy: never broken
+    line(f"{said} session [bold]{result.state.session_id}[/] ({result.state.status})")
     if result.taken_from:
-        output.console.print(f"  took the session over from {safe(result.taken_from)}")
+        line(f"  took the session over from {safe(result.taken_from)}")
     if result.ended_turn:
         pids = ", ".join(map(str, result.killed_pids)) or "none left running"
-        output.console.print(f"  abandoned turn {result.ended_turn}; ended host processes: {pids}")
+        line(f"  abandoned turn {result.ended_turn}; ended host processes: {pids}")
     if result.released_todos:
-        output.console.print(f"  released the claims on {safe(', '.join(result.released_todos))}")
+        line(f"  released the claims on {safe(', '.join(result.released_todos))}")
 
 
 @session_app.command("stop")
@@ -320,9 +321,10 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
         print_json(done.as_json())
         return
     state = done.session
-    output.console.print(
+    output.console.print(  # ids to copy: one line, never broken (soft wrap)
         f"{done.result}: session [bold]{state.session_id}[/] is {state.status} "
-        f"(request {safe(done.request_id)})"
+        f"(request {safe(done.request_id)})",
+        soft_wrap=True,
     )
     _print_preserved(done.operation.preserved if done.operation else None)
 
