@@ -323,3 +323,25 @@ echo '{RESULT}'
     assert list(phases)[:3] == ["accepted", "host_started", "receipt"], detail["phases"]
     # Journaled a second on, dated when the host started: before its receipt.
     assert phases["accepted"] <= phases["host_started"] < phases["receipt"], phases
+
+
+def test_run_summary_to_a_pipe_keeps_a_long_reason_on_its_line(
+    user_project: UserProject,
+) -> None:
+    # A session stopped by its operator while `run` drives it ends run's summary with
+    # the controller that took it over: a long reason, still one line a session.
+    agent = _thinking_agent(user_project, "slow", seconds=60)
+    sid = _session(user_project, "s", ["s1"], {"command": [agent], "event_format": "jsonl"})
+    run = user_project.start("run", env={"COLUMNS": "80"})
+    wait_for(
+        lambda: "slow: first line" in user_project.tk("logs", sid).stdout,
+        60,
+        "the agent's first line",
+    )
+    user_project.tk("session", "stop", sid, "--reason", "the operator needs the machine")
+    assert run.wait() == 0, run.output()
+    summary = run.stdout().splitlines()
+    last = summary[-1]
+    assert last.startswith(f"  session {sid[:8]}: lease_lost (stale_lease: ctl:"), summary
+    assert last.endswith(")"), summary
+    assert summary[-2] == "ran 1 turn (0 failed)", summary

@@ -229,8 +229,10 @@ def run(
         print_json(summary_json, one_line=True)  # the last of run's JSON lines
     else:
         again = f", finished {summary.reattached} reattached" if summary.reattached else ""
-        console.print(f"ran {summary.turns} turns ({summary.failed_turns} failed){again}")
+        turns = "1 turn" if summary.turns == 1 else f"{summary.turns} turns"
+        console.print(f"ran {turns} ({summary.failed_turns} failed){again}")
         for sid, why in summary.stops.items():
             reason = summary.reasons.get(sid)
             shown = f"{why} ({reason})" if reason and reason != why else why
-            console.print(f"  session {sid[:8]}: {safe(shown)}")
+            # One line a session, like the progress lines above it (a reason can be long).
+            console.print(f"  session {sid[:8]}: {safe(shown)}", soft_wrap=True)
