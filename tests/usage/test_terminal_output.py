@@ -3,7 +3,8 @@
 A title with an escape sequence (recorded before titles were checked, or by any
 other writer of the store) and a title with Rich markup in it are shown as typed
 by ``goal show``, ``goal list`` and ``status``: the escape as ``\\x1b``, the markup
-literally. ``--json`` output carries the exact text.
+literally. ``--json`` output carries the exact text. And what people copy — ids, paths,
+refs and commands — stays whole on its line at a pipe's default 80 columns.
 """
 
 from __future__ import annotations
