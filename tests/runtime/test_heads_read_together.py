@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from turnkeeper.kernel import GoalState
-from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
+from tests.runtime.goal_streams import add_todo, todo_ids
+from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.runtime.log.streams import heads_read_together, load_stream
 from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream
 from turnkeeper.store import SqlEventStore
@@ -33,24 +33,22 @@ class CountedHeads:
         monkeypatch.setattr(store, "head", head)
 
 
-def todos(state: GoalState | None) -> list[str]:
-    assert state is not None
-    return sorted(state.todos)
-
-
-def add_todo(goals: GoalService, goal_id: str, todo_id: str) -> None:
-    goals.submit(goal_id, AddTodo(todo=TodoSpec(todo_id=todo_id, title=todo_id)))
+def goals_a_and_b(store: SqlEventStore, *loaded_in: SqlEventStore) -> None:
+    """Goals ``a`` and ``b`` created through ``store``, each loaded (so cached) through
+    every store of ``loaded_in``."""
+    goals = GoalService(store)
+    goals.create(CreateGoal(goal_id="a", title="a"))
+    goals.create(CreateGoal(goal_id="b", title="b"))
+    for each in loaded_in:
+        load_stream(each, GOAL_CODEC, goal_stream("a"))
+        load_stream(each, GOAL_CODEC, goal_stream("b"))
 
 
 def test_cached_states_are_confirmed_by_the_heads_read_at_the_start_of_the_block(
     two_stores: tuple[SqlEventStore, SqlEventStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, _ = two_stores
-    goals = GoalService(store)
-    goals.create(CreateGoal(goal_id="a", title="a"))
-    goals.create(CreateGoal(goal_id="b", title="b"))
-    load_stream(store, GOAL_CODEC, goal_stream("a"))
-    load_stream(store, GOAL_CODEC, goal_stream("b"))
+    goals_a_and_b(store, store)
     counted = CountedHeads(store, monkeypatch)
     with heads_read_together(store, [goal_stream("a"), goal_stream("b")]):
         assert load_stream(store, GOAL_CODEC, goal_stream("a"))[1] == 1
@@ -68,12 +66,12 @@ def test_another_writers_append_is_seen_at_the_next_block(
     stream = goal_stream("g")
     load_stream(store, GOAL_CODEC, stream)
     with heads_read_together(store, [stream]):
-        add_todo(GoalService(other), "g", "t1")  # lands after the heads were read
+        GoalService(other).submit("g", add_todo("t1"))  # lands after the heads were read
         state, head = load_stream(store, GOAL_CODEC, stream)
-        assert (head, todos(state)) == (1, [])  # as of the block's one moment
+        assert (head, todo_ids(state)) == (1, [])  # as of the block's one moment
     with heads_read_together(store, [stream]):
         state, head = load_stream(store, GOAL_CODEC, stream)
-        assert (head, todos(state)) == (2, ["t1"])
+        assert (head, todo_ids(state)) == (2, ["t1"])
 
 
 def test_a_write_in_the_block_is_read_back_not_the_looked_head(
@@ -84,22 +82,17 @@ def test_a_write_in_the_block_is_read_back_not_the_looked_head(
     goals.create(CreateGoal(goal_id="g", title="g"))
     stream = goal_stream("g")
     with heads_read_together(store, [stream]):
-        add_todo(goals, "g", "t1")  # this thread's own write, after the look
+        goals.submit("g", add_todo("t1"))  # this thread's own write, after the look
         state, head = load_stream(store, GOAL_CODEC, stream)
-        assert (head, todos(state)) == (2, ["t1"])
-        assert todos(goals.load("g")) == ["t1"]
+        assert (head, todo_ids(state)) == (2, ["t1"])
+        assert todo_ids(goals.load("g")) == ["t1"]
 
 
 def test_the_heads_hold_only_for_their_store_and_their_streams(
     two_stores: tuple[SqlEventStore, SqlEventStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, other = two_stores
-    goals = GoalService(store)
-    goals.create(CreateGoal(goal_id="a", title="a"))
-    goals.create(CreateGoal(goal_id="b", title="b"))
-    for s in (store, other):
-        load_stream(s, GOAL_CODEC, goal_stream("a"))
-        load_stream(s, GOAL_CODEC, goal_stream("b"))
+    goals_a_and_b(store, store, other)
     mine, theirs = CountedHeads(store, monkeypatch), CountedHeads(other, monkeypatch)
     with heads_read_together(store, [goal_stream("a")]):
         load_stream(store, GOAL_CODEC, goal_stream("b"))  # not read together

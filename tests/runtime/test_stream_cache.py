@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from tests.runtime.goal_streams import add_todo, todo_ids
 from turnkeeper.errors import FailedPrecondition
 from turnkeeper.kernel import GoalState, decide_goal
-from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
+from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.kernel.session import (
     AcquireLease,
     LeaseToken,
@@ -47,15 +48,6 @@ from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, 
 from turnkeeper.store import SqlEventStore, open_store
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def todo_ids(state: GoalState | None) -> list[str]:
-    assert state is not None
-    return sorted(state.todos)
-
-
-def add_todo(todo_id: str) -> AddTodo:
-    return AddTodo(todo=TodoSpec(todo_id=todo_id, title=f"todo {todo_id}"))
 
 
 def test_an_append_through_one_store_is_seen_by_the_others_cached_load(

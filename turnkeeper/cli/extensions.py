@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from turnkeeper.cli.context import JsonOption, default_owner, handles_errors, open_project_store
-from turnkeeper.cli.output import console, print_error, print_json, safe
+from turnkeeper.cli.output import console, print_error, print_json, print_line, safe
 from turnkeeper.errors import FailedPrecondition, InvalidArgument, NotFound
 
 # Entry points, hosts and the store are imported by the commands: `--help` stays fast.
@@ -248,14 +248,12 @@ def _record_verdicts(report: DoctorReport) -> None:
 def _render(report: DoctorReport) -> None:
     for finding in report.findings:
         style = _STATUS_STYLE.get(finding.status, "bold red")
-        # Soft wrap: a finding names paths, classes and commands to copy.
-        console.print(
+        print_line(
             f"[{style}]{finding.status:<14}[/] {safe(finding.extension)} "
-            f"[dim]{safe(finding.check)}[/]: {safe(finding.detail)}",
-            soft_wrap=True,
+            f"[dim]{safe(finding.check)}[/]: {safe(finding.detail)}"
         )
         if finding.fix:
-            console.print(f"{'':<15}[bold]fix:[/] {safe(finding.fix)}", soft_wrap=True)
+            print_line(f"{'':<15}[bold]fix:[/] {safe(finding.fix)}")
     where = (
         f"{report.sessions_checked} session(s) of {safe(report.project)} checked"
         if report.project

@@ -63,11 +63,9 @@ def init(
         print_json(done | ({"hook": hook} if hook else {}))
     else:
         verb = "initialised" if created else "already initialised"
-        output.console.print(  # one line however long: paths to copy, not to wrap
-            f"{verb} {safe(project.state_dir)} (database {safe(shown)})", soft_wrap=True
-        )
+        output.print_line(f"{verb} {safe(project.state_dir)} (database {safe(shown)})")
         if hook:
-            output.console.print(safe(hook.message), soft_wrap=True)  # a line to copy
+            output.print_line(safe(hook.message))
 
 
 @handles_errors

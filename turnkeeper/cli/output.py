@@ -121,15 +121,20 @@ def print_json(value: object, *, one_line: bool = False, plain: bool = False) ->
     sys.stdout.flush()
 
 
+def print_line(text: str, *, stderr: bool = False) -> None:
+    """One line of Rich markup that names what people copy — ids, paths, refs,
+    commands — printed whole: never broken over lines at the console's width (80 on a
+    pipe). A terminal wraps it for the eye; the text itself holds no line break."""
+    _console(stderr).print(text, soft_wrap=True)
+
+
 def print_error(error: TurnkeeperError, *, as_json: bool) -> None:
     if as_json:
         print_json({"error": error.to_dict()})
         return
-    err_console = _console(stderr=True)
-    # Soft wrap: an error names paths, ids and commands to copy, never broken over lines.
-    err_console.print(
+    print_line(
         f"[bold red]{error.code.value}[/] ({safe(error.reason)}): {safe(error.message)}",
-        soft_wrap=True,
+        stderr=True,
     )
     for key, val in error.details.items():
-        err_console.print(f"  [dim]{safe(key)}:[/] {safe(val)}", soft_wrap=True)
+        print_line(f"  [dim]{safe(key)}:[/] {safe(val)}", stderr=True)

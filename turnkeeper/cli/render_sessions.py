@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rich.table import Column, Table
 
 from turnkeeper.cli.fast_table import FastTable
-from turnkeeper.cli.output import console, safe
+from turnkeeper.cli.output import console, print_line, safe
 
 # Types only: a session listing is printed without importing the session kernel.
 if TYPE_CHECKING:
@@ -39,8 +39,7 @@ def render_session(state: SessionState) -> None:
         f"  goal {safe(state.goal_id)}  host {safe(state.host_kind)}  generation {state.generation}"
     )
     site = f"  (site {safe(state.site)}: only its workers drive it)" if state.site else ""
-    # ids, refs and paths to copy: one line each, never cut (soft wrap)
-    console.print(f"  workspace {safe(state.workspace)}{site}", soft_wrap=True)
+    print_line(f"  workspace {safe(state.workspace)}{site}")
     if not state.snapshots:
         console.print("  snapshots [yellow]off[/] (created with --no-snapshots): no revert")
     console.print(f"  host session handle {safe(state.host_session_handle or '-')}")
@@ -74,10 +73,9 @@ def render_session(state: SessionState) -> None:
     if state.last_completed is not None:
         snap = state.last_completed.snapshot
         label = "last snapshot" if state.snapshots else "last completed turn (no snapshot)"
-        console.print(
+        print_line(
             f"  {label}: turn {safe(state.last_completed.turn_id)}, "
-            f"kernel seq {snap.kernel_seq}, revision {safe((snap.workspace_revision or '-')[:12])}",
-            soft_wrap=True,
+            f"kernel seq {snap.kernel_seq}, revision {safe((snap.workspace_revision or '-')[:12])}"
         )
         if snap.snapshot_failed:
             console.print(f"  [red]no snapshot of that turn[/]: {safe(snap.snapshot_failed)}")

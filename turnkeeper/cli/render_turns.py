@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from rich import box
 from rich.table import Table
 
-from turnkeeper.cli.output import console, safe
+from turnkeeper.cli.output import console, print_line, safe
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.runtime.turn.run_progress import duration, message_text
 
@@ -112,10 +112,9 @@ def render_turn(turn: TurnInfo, *, last_events: int | None) -> None:
         f"[bold]turn {safe(turn.turn_id)}[/]  #{turn.number}  "
         f"{safe(env.kind)} (attempt {env.attempt})  {_outcome(turn.outcome)}"
     )
-    console.print(  # ids, refs and paths to copy: one line each, never cut (soft wrap)
+    print_line(
         f"  session {safe(env.session_id)}  goal {safe(env.goal_id)}  "
-        f"todo {safe(env.todo_id or '-')}  generation {env.generation}",
-        soft_wrap=True,
+        f"todo {safe(env.todo_id or '-')}  generation {env.generation}"
     )
     if turn.host_kind is not None:
         console.print(f"  host {safe(turn.host_kind)} pid {turn.host_pid}")
@@ -148,10 +147,7 @@ def render_turn(turn: TurnInfo, *, last_events: int | None) -> None:
     snap = turn.snapshot
     if snap is not None:
         commit = (snap.workspace_commit or "-")[:12]
-        console.print(
-            f"[bold]Snapshot[/]: {safe(snap.snapshot_ref or '-')} commit {safe(commit)}",
-            soft_wrap=True,
-        )
+        print_line(f"[bold]Snapshot[/]: {safe(snap.snapshot_ref or '-')} commit {safe(commit)}")
         if snap.snapshot_failed:
             console.print(f"  [red]no snapshot[/]: {safe(snap.snapshot_failed)}")
 

@@ -17,7 +17,7 @@ from turnkeeper.cli.context import (
     open_project_store,
     open_project_store_waiting,
 )
-from turnkeeper.cli.output import console, print_json, safe
+from turnkeeper.cli.output import console, print_json, print_line, safe
 from turnkeeper.errors import InvalidArgument
 
 # The runtime is imported when the command runs: parsing a command line stays quick.
@@ -235,4 +235,4 @@ def run(
             reason = summary.reasons.get(sid)
             shown = f"{why} ({reason})" if reason and reason != why else why
             # One line a session, like the progress lines above it (a reason can be long).
-            console.print(f"  session {sid[:8]}: {safe(shown)}", soft_wrap=True)
+            print_line(f"  session {sid[:8]}: {safe(shown)}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,10 +105,9 @@ def session_create(
         say(state.session_id)
     else:
         snapshots = "" if state.snapshots else ", snapshots off"
-        output.console.print(  # ids to copy: one line, never broken (soft wrap)
+        output.print_line(
             f"created session [bold]{safe(state.session_id)}[/] on goal {safe(goal_id)} "
-            f"(request {safe(rid)}){snapshots}",
-            soft_wrap=True,
+            f"(request {safe(rid)}){snapshots}"
         )
 
 
@@ -170,15 +168,14 @@ def _print_operator(result: OperatorResult, as_json: bool, said: str) -> None:
             }
         )
         return
-    line = partial(output.console.print, soft_wrap=True)  # ids to copy: never broken
-    line(f"{said} session [bold]{result.state.session_id}[/] ({result.state.status})")
+    output.print_line(f"{said} session [bold]{result.state.session_id}[/] ({result.state.status})")
     if result.taken_from:
-        line(f"  took the session over from {safe(result.taken_from)}")
+        output.print_line(f"  took the session over from {safe(result.taken_from)}")
     if result.ended_turn:
         pids = ", ".join(map(str, result.killed_pids)) or "none left running"
-        line(f"  abandoned turn {result.ended_turn}; ended host processes: {pids}")
+        output.print_line(f"  abandoned turn {result.ended_turn}; ended host processes: {pids}")
     if result.released_todos:
-        line(f"  released the claims on {safe(', '.join(result.released_todos))}")
+        output.print_line(f"  released the claims on {safe(', '.join(result.released_todos))}")
 
 
 @session_app.command("stop")
@@ -321,20 +318,18 @@ def _print_operation(done: OperationResult, as_json: bool) -> None:
         print_json(done.as_json())
         return
     state = done.session
-    output.console.print(  # ids to copy: one line, never broken (soft wrap)
+    output.print_line(
         f"{done.result}: session [bold]{state.session_id}[/] is {state.status} "
-        f"(request {safe(done.request_id)})",
-        soft_wrap=True,
+        f"(request {safe(done.request_id)})"
     )
     _print_preserved(done.operation.preserved if done.operation else None)
 
 
 def _print_preserved(preserved: Mapping[str, object] | None) -> None:
     if preserved:
-        output.console.print(  # one line: the directory is a path to copy
+        output.print_line(
             f"  moved aside rather than overwritten or removed: {preserved['count']} "
-            f"paths, in {safe(preserved['directory'])}",
-            soft_wrap=True,
+            f"paths, in {safe(preserved['directory'])}"
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from turnkeeper.cli.context import JsonOption, handles_errors, open_project_store
-from turnkeeper.cli.output import console, print_json, safe
+from turnkeeper.cli.output import console, print_json, print_line, safe
 from turnkeeper.errors import InvalidArgument
 
 share_app = typer.Typer(
@@ -43,10 +43,9 @@ def share_create(
         print_json({**share_json(made.share), "token": made.token})
         return
     share = made.share
-    console.print(  # ids to copy: one line, never broken (soft wrap)
+    print_line(
         f"shared session [bold]{share.session_id}[/] ({share.mode}) as {share.share_id}; "
-        "the token, shown once:",
-        soft_wrap=True,
+        "the token, shown once:"
     )
     print(made.token)
 
@@ -72,10 +71,9 @@ def share_list(as_json: bool = JsonOption) -> None:
         console.print("no shares yet: `turnkeeper share create SESSION --read-only`")
     for share in shares:
         state = f"revoked {share.revoked_at:%Y-%m-%d %H:%M}" if share.revoked_at else "active"
-        console.print(  # one share a line, for people and for grep alike
+        print_line(  # one share a line, for people and for grep alike
             f"{safe(share.share_id)}  {share.session_id}  {share.mode:<6}  "
-            f"created {share.created_at:%Y-%m-%d %H:%M}  {state}",
-            soft_wrap=True,
+            f"created {share.created_at:%Y-%m-%d %H:%M}  {state}"
         )
 
 
