@@ -121,6 +121,14 @@ def test_session_and_turn_show_keep_refs_and_paths_whole_at_80_columns(
     ), turn
     assert any(line.startswith(f"  session {sid}  goal g  todo t") for line in lines), turn
 
+    listed = user_project.tk("session", "snapshots", sid, env=narrow).stdout
+    row = f"│ {snapshot['turn_id']} │ "
+    assert any(
+        line.startswith(row) and f" │ {snapshot['workspace_commit'][:12]} │ " in line
+        for line in listed.splitlines()
+    ), listed
+    assert "…" not in listed, listed
+
     shown = user_project.tk("session", "show", sid, env=narrow).stdout.splitlines()
     assert f"  workspace {user_project.root}" in shown, shown
     last = re.compile(

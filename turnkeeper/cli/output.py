@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 _CONSOLES: dict[bool, Console] = {}
 
+# A turn id's width ("turn-" and 16 hex digits): a table's turn column is never
+# narrower, so the id is read and copied whole, not cut with an ellipsis.
+TURN_ID_WIDTH = len("turn-") + 16
+
 
 def _console(stderr: bool) -> Console:
     # Made, and Rich imported, when something is first printed through Rich rather than

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rich.table import Column, Table
 
 from turnkeeper.cli.fast_table import FastTable
-from turnkeeper.cli.output import console, print_line, safe
+from turnkeeper.cli.output import TURN_ID_WIDTH, console, print_line, safe
 
 # Types only: a session listing is printed without importing the session kernel.
 if TYPE_CHECKING:
@@ -136,19 +136,22 @@ def render_session_list(states: Sequence[SessionSummary]) -> None:
 
 
 def render_snapshots(session_id: str, rows: Sequence[SnapshotRow]) -> None:
+    # The ids people copy (turn, commit, artifact digest) are never cut: on 80 columns
+    # the time wraps at its space instead. The tree is in --json (the commit names it).
     table = Table(title=f"snapshots of session {safe(session_id)}")
-    for column in ("turn", "completed", "commit", "tree", "artifact", "kept"):
-        table.add_column(column)
+    table.add_column("turn", no_wrap=True, min_width=TURN_ID_WIDTH)
+    table.add_column("completed")
+    table.add_column("commit", no_wrap=True, min_width=12)
+    table.add_column("artifact", no_wrap=True)
+    table.add_column("kept")
     for row in rows:
         snap = row.snapshot
         commit = snap.workspace_commit or "-"
-        tree = snap.workspace_tree or "-"
         digest = snap.host_artifact_digest or "-"
         table.add_row(
             safe(row.turn_id),
-            safe(row.completed_at.isoformat()[:19]),
+            safe(f"{row.completed_at:%Y-%m-%d %H:%M:%S}"),
             safe(commit[:12]),
-            safe(tree[:12]),
             safe(digest[:12]),
             safe(row.kept or ("yes" if row.retained else "pruned")),
         )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from rich import box
 from rich.table import Table
 
-from turnkeeper.cli.output import console, print_line, safe
+from turnkeeper.cli.output import TURN_ID_WIDTH, console, print_line, safe
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.runtime.turn.run_progress import duration, message_text
 
@@ -73,7 +73,7 @@ def render_turn_list(session_id: str, turns: Sequence[TurnInfo], now: datetime) 
         collapse_padding=True,
         pad_edge=False,
     )
-    table.add_column("turn", no_wrap=True, min_width=len("turn-") + 16)
+    table.add_column("turn", no_wrap=True, min_width=TURN_ID_WIDTH)
     for name in ("#", "kind", "todo", "outcome", "started", "elapsed", "events"):
         table.add_column(name, no_wrap=True, min_width=len(name))
     # A reason needs room: beside the row on a wide screen, under the table otherwise.
