@@ -174,3 +174,31 @@ def test_plain_lines_with_ids_and_paths_are_whole_at_80_columns(
         "(`turnkeeper runner start`)"
     ), lines
     assert lines[1].startswith(f"  cause: no runner answers at {socket}: "), lines
+
+
+def test_evidence_ids_are_whole_in_goal_show_and_evidence_list_at_80_columns(
+    user_project: UserProject,
+) -> None:
+    """An agent's evidence ids (``ev-turn-<turn>-<n>``) are what a user passes to
+    ``--evidence``: at a pipe's default width the tables show them whole, and the two
+    of one turn, which share all but their last digit, stay told apart."""
+    user_project.tk("goal", "add", "a goal", "--id", "g", "-c", "checked twice")
+    user_project.tk("todo", "add", "g", "one", "--id", "t")
+    result = (
+        '{"kind": "result", "data": {"todo_done": true, "evidence": ['
+        '{"key": "first", "command": "true"}, {"key": "second", "command": "true"}]}}'
+    )
+    agent = user_project.agent("agent.sh", f"#!/bin/sh\necho '{result}'\n")
+    config = user_project.host_config("host", {"command": [str(agent)], "event_format": "jsonl"})
+    user_project.tk("session", "create", "g", "--host", "subprocess", "--host-config", config)
+    user_project.tk("run", "--max-turns", "1", timeout=90)
+    ids = [row["id"] for row in user_project.tk_json("evidence", "list", "g")["evidence"]]
+    assert len(ids) == 2 and all(i.startswith("ev-turn-") for i in ids), ids
+
+    narrow = {"COLUMNS": "80"}
+    for shown in (
+        user_project.tk("goal", "show", "g", env=narrow).stdout,
+        user_project.tk("evidence", "list", "g", env=narrow).stdout,
+    ):
+        for evidence_id in ids:
+            assert f"│ {evidence_id} │" in shown, shown

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from rich.table import Table
+from rich.table import Column, Table
 
 from turnkeeper.cli.fast_table import FastTable
 from turnkeeper.cli.output import console, safe
@@ -21,6 +21,12 @@ _STATUS_STYLE = {
     "resolved": "green",
     "closed": "green",
 }
+
+
+def id_column(header: str) -> Column:
+    """A table's column of ids that people copy into the next command (todos, gates,
+    monitors, evidence): never cut with an ellipsis; the other columns give way."""
+    return Column(header, no_wrap=True)
 
 
 def styled(value: str) -> str:
@@ -55,7 +61,9 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
                 f"  [bold]{safe(criterion.id)}[/]  {mark}  {safe(criterion.text)}{evidence}"
             )
     if state.todos:
-        table = Table("todo", "title", "status", "claim", "needs evidence", title="Todos")
+        table = Table(
+            id_column("todo"), "title", "status", "claim", "needs evidence", title="Todos"
+        )
         for todo in state.todos.values():
             claim = (
                 f"{safe(todo.claim.owner)} e{todo.claim.epoch} "
@@ -72,7 +80,7 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
             )
         console.print(table)
     if state.gates:
-        table = Table("gate", "title", "blocking", "status", "resolution", title="Gates")
+        table = Table(id_column("gate"), "title", "blocking", "status", "resolution", title="Gates")
         for gate in state.gates.values():
             resolution = (
                 f"{safe(gate.resolution.decision)} by {safe(gate.resolution.by)}"
@@ -88,7 +96,9 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
             )
         console.print(table)
     if state.monitors:
-        table = Table("monitor", "target", "next due", "last readback", "streak", title="Monitors")
+        table = Table(
+            id_column("monitor"), "target", "next due", "last readback", "streak", title="Monitors"
+        )
         for mon in state.monitors.values():
             last = (
                 f"{safe(repr(mon.last_readback.value))} at {when(mon.last_readback.at)}"
@@ -100,7 +110,9 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
             )
         console.print(table)
     if state.evidence:
-        table = Table("evidence", "key", "exit", "revision", "recorded", title="Evidence")
+        table = Table(
+            id_column("evidence"), "key", "exit", "revision", "recorded", title="Evidence"
+        )
         for ev in state.evidence.values():
             table.add_row(
                 safe(ev.id),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from turnkeeper.cli.output import console, safe
-from turnkeeper.cli.render import styled, when
+from turnkeeper.cli.render import id_column, styled, when
 from turnkeeper.kernel.model import Gate, GoalState, Todo
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def render_todo_list(state: GoalState, todos: Sequence[Todo]) -> None:
     if not todos:
         console.print(f"no todos in {safe(state.goal.id)} match")
         return
-    table = Table("todo", "title", "status", "claim", "depends on", "needs evidence")
+    table = Table(id_column("todo"), "title", "status", "claim", "depends on", "needs evidence")
     for todo in todos:
         table.add_row(
             safe(todo.id),
@@ -95,7 +95,7 @@ def render_gate_list(gates: Sequence[Gate]) -> None:
     if not gates:
         console.print("no gates match")
         return
-    table = Table("gate", "title", "blocking", "scope", "status", "resolution")
+    table = Table(id_column("gate"), "title", "blocking", "scope", "status", "resolution")
     for gate in gates:
         resolution = (
             f"{safe(gate.resolution.decision)} by {safe(gate.resolution.by)} "
@@ -118,7 +118,9 @@ def render_evidence_list(rows: Sequence[EvidenceRow]) -> None:
     if not rows:
         console.print("no evidence recorded")
         return
-    table = Table("evidence", "key", "command", "exit", "revision", "recorded", "fresh")
+    table = Table(
+        id_column("evidence"), id_column("key"), "command", "exit", "revision", "recorded", "fresh"
+    )
     for row in rows:
         ev = row["evidence"]
         exit_style = "green" if row["passed"] else "red"
