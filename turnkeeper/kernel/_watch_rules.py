@@ -136,6 +136,7 @@ def record_evidence(state: GoalState, p: RecordEvidence, now: datetime) -> list[
             revision=p.revision,
             exit_code=p.exit_code,
             output_digest=p.output_digest,
+            output_tail=p.output_tail,
             recorded_at=recorded_at,
             freshness_seconds=p.freshness_seconds,
             at=now,

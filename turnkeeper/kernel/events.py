@@ -204,6 +204,8 @@ class EvidenceRecorded(KernelModel):
     recorded_at: datetime
     freshness_seconds: int
     at: datetime
+    # Added later: a record written before has none.
+    output_tail: str = ""
 
 
 class ObligationRaised(KernelModel):

@@ -148,6 +148,7 @@ def _apply(state: GoalState, event: GoalEvent) -> GoalState:
                 revision=event.revision,
                 exit_code=event.exit_code,
                 output_digest=event.output_digest,
+                output_tail=event.output_tail,
                 recorded_at=event.recorded_at,
                 freshness_seconds=event.freshness_seconds,
             )

@@ -272,3 +272,17 @@ def invalid_argument(
             "errors": [{"type": t, "field": f, "msg": m} for t, f, m in errors],
         },
     )
+
+
+# Characters of a command's output kept with its evidence record: its end, which is
+# where a failing check says why.
+OUTPUT_TAIL_CHARS = 2_000
+
+
+def output_tail(output: bytes, limit: int = OUTPUT_TAIL_CHARS) -> str:
+    """The last ``limit`` characters of a command's output as recordable text: decoded
+    leniently, control characters (colour codes, carriage returns) but newline and tab
+    dropped, so a record is never refused for what a tool printed."""
+    text = output[-4 * limit :].decode("utf-8", errors="replace")
+    text = _TEXT_FORBIDDEN.sub("", text.replace("\r\n", "\n"))
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]

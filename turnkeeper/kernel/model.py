@@ -250,6 +250,8 @@ class Evidence(KernelModel):
     revision: str | None = None
     exit_code: int
     output_digest: str = ""
+    # The end of the command's output, so a failure can be shown without rerunning it.
+    output_tail: str = ""
     recorded_at: datetime
     freshness_seconds: int
 

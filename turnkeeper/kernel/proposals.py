@@ -218,6 +218,8 @@ class RecordEvidence(KernelModel):
     revision: Id | None = None
     exit_code: int
     output_digest: Id = ""
+    # The end of the command's output (what says why it failed), bounded by the caller.
+    output_tail: Text = ""
     # When the command ran; defaults to ``now``.
     recorded_at: datetime | None = None
     freshness_seconds: Duration

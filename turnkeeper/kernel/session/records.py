@@ -60,6 +60,8 @@ class ProposalDecision(KernelModel):
 
     proposal_id: Id
     reason: ShortText = ""
+    # The kernel's words for a refusal (what the next turn's brief quotes).
+    message: ShortText = ""
 
 
 EffectOutcome = Literal["open", "applied", "indeterminate", "rejected"]

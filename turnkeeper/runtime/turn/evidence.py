@@ -3,7 +3,7 @@
 What ``turnkeeper evidence record GOAL -- CMD...`` does, as a service the Python API
 calls too: the draft record is checked against the kernel's limits before the command
 runs (what would be refused afterwards must not run it), the command runs in ``cwd``
-with a bounded timeout, and its exit code and output digest go to the goal.
+with a bounded timeout, and its exit code, output digest and output tail go to the goal.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
+from turnkeeper.kernel.limits import output_tail
 from turnkeeper.kernel.model import Evidence
 from turnkeeper.kernel.proposals import RecordEvidence, checked_input
 from turnkeeper.runtime.services.goals import GoalService, Submitted, new_id
@@ -81,7 +82,11 @@ def record_command_evidence(
         exit_code = TIMEOUT_EXIT_CODE
         output = (exc.stdout or b"") + (exc.stderr or b"")
     proposal = draft.model_copy(
-        update={"exit_code": exit_code, "output_digest": hashlib.sha256(output).hexdigest()}
+        update={
+            "exit_code": exit_code,
+            "output_digest": hashlib.sha256(output).hexdigest(),
+            "output_tail": output_tail(output),
+        }
     )
     done = goals.submit(goal_id, proposal)
     return RecordedEvidence(
