@@ -27,7 +27,11 @@ def test_control_characters_are_shown_not_sent() -> None:
 
 
 def test_markup_in_user_text_prints_literally() -> None:
-    for text in ("[bold]x[/]", "[red]", "\\[bold]", "trailing\\", "[link=https://e.x]y[/link]"):
+    for text in (
+        *("[bold]x[/]", "[red]", "\\[bold]", "trailing\\", "[link=https://e.x]y[/link]"),
+        # A backslash before a "[" that starts no tag, and trailing runs of them.
+        *("\\[", "a\\[b", "\\\\[x", "two\\\\", "[\\"),
+    ):
         # As the renderers use it: inside markup of their own.
         assert printed(f"[dim]{safe(text)}[/] after") == f"{text} after"
 

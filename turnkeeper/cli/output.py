@@ -77,14 +77,32 @@ def safe(value: object, *, lines: bool = False) -> str:
     """A value that came from a user, an agent or the database, ready to go into Rich
     markup: :func:`visible`, and its own markup (``[bold]``) escaped to print literally."""
     text = visible(value, lines=lines)
-    # Rich's escape changes only a "[" (the start of a tag) and a trailing backslash;
-    # most values hold neither, and skipping its regex for them makes this ~4x faster:
-    # a thousand-session listing escapes five thousand values.
+    # Most values hold no "[" and no trailing backslash: skipping the regex for them
+    # makes this ~4x faster (a thousand-session listing escapes five thousand values).
     if "[" not in text and not text.endswith("\\"):
         return text
-    from rich.markup import escape
+    return _escape_markup(text)
 
-    return escape(text)
+
+# Rich's markup reads "[tag]" as a tag unless backslashes escape it (what its
+# ``escape()`` does), and in plain text it turns every other "\\[" into "[" — so a
+# backslash before a "[" that starts no tag would be lost. Both cases, in one pass.
+_BRACKETS = re.compile(r"(\\*)(\[[a-z#/@][^[]*?\])|(\\+)\[")
+
+
+def _bracket(match: re.Match[str]) -> str:
+    tag = match.group(2)
+    if tag is not None:  # a tag's look-alike: escaped as rich.markup.escape does
+        return match.group(1) * 2 + "\\" + tag
+    return match.group(3) + "\\["  # one more backslash: the one Rich takes away
+
+
+def _escape_markup(text: str) -> str:
+    escaped = _BRACKETS.sub(_bracket, text)
+    # Trailing backslashes are read with the tag that follows the value: doubled, they
+    # print as themselves and leave that tag a tag.
+    bare = escaped.rstrip("\\")
+    return bare + "\\" * (2 * (len(escaped) - len(bare)))
 
 
 def to_jsonable(value: object) -> object:
