@@ -21,6 +21,7 @@ from benchmarks._common import LEASE_SECONDS, Say, TurnLoop, count_events
 from benchmarks.noop_host import CrashAfterStartHost, SimulatedCrash
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel.session import NextTurn, SetStatus, plan_next_turn
+from turnkeeper.kernel.session.envelope import IDEMPOTENCY_KEY_PREFIX, derive_idempotency_key
 from turnkeeper.runtime.control.controller import Controller, ControllerConfig
 from turnkeeper.runtime.control.controller_identity import owner_name
 from turnkeeper.runtime.services.goals import goal_stream
@@ -32,6 +33,7 @@ TEMPLATE_SESSION = "0badcafe-0000-4000-8000-000000000000"
 TEMPLATE_GOAL = "goal-template00"
 TEMPLATE_TODO = "todo-template00"
 TURN_ID = re.compile(r"turn-[0-9a-f]{16}")
+KEY = re.compile(re.escape(IDEMPOTENCY_KEY_PREFIX) + r"[0-9a-f]{40}")
 
 
 # -- a dead process --------------------------------------------------------------------
@@ -71,15 +73,22 @@ class StreamTemplate:
 class Templater:
     """Splits text into literal pieces and id slots; ``fill`` puts a clone's ids back.
 
-    Slots: 0 the session id, 1 the goal id, 2 the todo id, 3+j the j-th turn id.
+    Slots: 0 the session id, 1 the goal id, 2 the todo id, 3+j the j-th turn id, and
+    ``KEY_SLOT + 16*j + attempt`` the idempotency key of turn j's attempt (a digest of
+    the session, turn and attempt, so a clone's is derived afresh from its own ids).
     """
+
+    KEY_SLOT = 1 << 20
+    _MAX_ATTEMPTS = 16
 
     def __init__(self) -> None:
         self.turns: dict[str, int] = {}
 
     def split(self, text: str) -> list[str | int]:
         fixed = {TEMPLATE_SESSION: 0, TEMPLATE_GOAL: 1, TEMPLATE_TODO: 2}
-        pattern = "|".join([*(re.escape(k) for k in fixed), TURN_ID.pattern])
+        for turn in TURN_ID.findall(text):  # a key may come before its turn's id
+            self.turns.setdefault(turn, len(self.turns))
+        pattern = "|".join([*(re.escape(k) for k in fixed), TURN_ID.pattern, KEY.pattern])
         out: list[str | int] = []
         pos = 0
         for m in re.finditer(pattern, text):
@@ -88,16 +97,32 @@ class Templater:
             token = m.group(0)
             if token in fixed:
                 out.append(fixed[token])
+            elif token.startswith(IDEMPOTENCY_KEY_PREFIX):
+                out.append(self._key_slot(token))
             else:
-                out.append(3 + self.turns.setdefault(token, len(self.turns)))
+                out.append(3 + self.turns[token])
             pos = m.end()
         if pos < len(text):
             out.append(text[pos:])
         return out
 
-    @staticmethod
-    def fill(pieces: list[str | int], ids: list[str]) -> str:
-        return "".join(p if isinstance(p, str) else ids[p] for p in pieces)
+    def _key_slot(self, key: str) -> int:
+        for turn, j in self.turns.items():
+            for attempt in range(1, self._MAX_ATTEMPTS):
+                if derive_idempotency_key(TEMPLATE_SESSION, turn, attempt) == key:
+                    return self.KEY_SLOT + self._MAX_ATTEMPTS * j + attempt
+        raise ValueError(f"idempotency key {key} of no recorded turn")
+
+    @classmethod
+    def fill(cls, pieces: list[str | int], ids: list[str]) -> str:
+        return "".join(p if isinstance(p, str) else cls._value(p, ids) for p in pieces)
+
+    @classmethod
+    def _value(cls, slot: int, ids: list[str]) -> str:
+        if slot < cls.KEY_SLOT:
+            return ids[slot]
+        j, attempt = divmod(slot - cls.KEY_SLOT, cls._MAX_ATTEMPTS)
+        return derive_idempotency_key(ids[0], ids[3 + j], attempt)
 
 
 def _capture(
