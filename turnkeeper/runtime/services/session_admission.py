@@ -1,8 +1,9 @@
 """Creating a session, with every refusal made before anything is written.
 
-A session that cannot load its host would fail every turn it is given, and one whose
-workspace cannot be snapshotted would complete every turn unsnapshotted with nothing
-saying so: both are refused here, as ``turnkeeper session create`` refuses them.
+A session that cannot load its host (or whose agent CLI is not ready: missing, too
+old, no key) would fail every turn it is given, and one whose workspace cannot be
+snapshotted would complete every turn unsnapshotted with nothing saying so: all are
+refused here, as ``turnkeeper session create`` refuses them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from turnkeeper.boundary.config_secrets import check_config_has_no_secrets
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
+from turnkeeper.extensions.readiness import check_host_ready
 from turnkeeper.hosts import HostLoader, load_host
 from turnkeeper.json_types import JsonMapping
 from turnkeeper.kernel.session import SessionState
@@ -78,6 +80,9 @@ def create_session(
             reason="extension_disabled",
             details={"extension": host, "group": "host"},
         )
+    # An agent CLI that is missing, too old or has no key would fail every turn: refused
+    # now with the doctor's finding and fix (extensions/readiness.py).
+    check_host_ready(host, host_config)
     GoalService(store).load(goal_id)  # NOT_FOUND before anything is written
     if snapshots:  # a git workspace: the host's transcripts inside it stay out of git
         keep_out_of_git(workspace, host_private_dirs(loaded))
