@@ -36,6 +36,9 @@ class HostErrorKind(StrEnum):
     TIMEOUT = "timeout"  # the turn outlived ``timeout_seconds`` and we ended it
     PROTOCOL = "protocol"  # unreadable output or an unusable host session
     SPAWN = "spawn"  # the process never started
+    # No progress for the silence timeout (no event but non-fatal errors, no CPU in its
+    # process tree): the driver ended the tree (runtime/turn/silence.py).
+    HUNG = "hung"
     # The turn was lost with its host (a restart, a dead runner): recorded by the
     # recovery table, never reported by a host.
     LOST = "lost"

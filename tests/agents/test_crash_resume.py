@@ -109,7 +109,7 @@ def resumed_requests(kit: CliKit) -> list[str]:
     return [
         r.text()
         for r in kit.server.model_requests()
-        if r.prompt is not None and "continue todo t-a" in r.prompt
+        if r.prompt is not None and "Continue todo t-a" in r.prompt
     ]
 
 

@@ -29,16 +29,19 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "crashpoints": (),  # the fault-injection switch: a leaf every layer may hit
         "vocabulary": (),  # the words hosts and the session kernel share
         "host_reports": (),  # the records a host reports and the session kernel journals
+        "brief": ("vocabulary",),  # what an agent is told at every turn (a model)
         "kernel": ("errors", "vocabulary", "host_reports"),  # pure: tests/kernel/test_purity.py
         "store": ("errors",),
         "boundary": ("errors",),
-        "hosts": ("errors", "vocabulary", "host_reports"),
+        "hosts": ("errors", "vocabulary", "host_reports", "brief"),
+        # The agent's tools: a per-turn channel and the MCP server (tools/).
+        "tools": ("errors", "vocabulary", "host_reports", "brief", "kernel", "hosts"),
         "effects": ("errors", "vocabulary"),
         "extensions": ("errors", "boundary", "effects", "hosts", "kernel"),
         "runner": ("errors", "crashpoints", "hosts", "vocabulary", "host_reports"),
         "runtime": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
-            *("extensions", "runner", "vocabulary", "host_reports"),
+            *("extensions", "runner", "vocabulary", "host_reports", "brief", "tools"),
         ),
         "handoff": ("errors", "boundary", "kernel", "runtime", "store"),
         "project_api": ("errors", "hosts", "kernel", "runtime", "store"),
@@ -52,7 +55,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "cli": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
             *("extensions", "runner", "runtime", "handoff", "project_api", "api", "server"),
-            "chaos",
+            *("chaos", "brief", "tools"),
         ),
         "__init__": ("project_api",),  # ``from turnkeeper import Project``
     }.items()

@@ -16,10 +16,10 @@ from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult, p
 from turnkeeper.runtime.turn.driver import DEFAULT_CONTRACT
 from turnkeeper.runtime.turn.writeback import (
     decide_write_back,
-    evidence_id,
     prepare_write_back,
     refused_write_back,
 )
+from turnkeeper.tools.calls import evidence_id
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 TURN = "turn-0123456789abcdef"

@@ -11,10 +11,12 @@ same result, and closes the goal. What the document says is what is tested.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sqlite3
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +180,42 @@ def test_plain_commands_complete_their_todos_by_their_completion_rule(
     # "never": exit 0 completes nothing, and the progress guard ends the session.
     assert status["never"]["todos"]["t-never"]["status"] == "open"
     assert summary["stops"][sessions["never"]] == "no_progress", summary
+
+
+def test_the_documented_tools_agent_works_its_goal_through_mcp(
+    user_project: UserProject,
+) -> None:
+    """The own agent of docs/agents.md that reads its brief and reports only through the
+    turnkeeper tools, run as written with the Python turnkeeper is installed in first on
+    PATH (an active virtual environment, as the README sets one up)."""
+    blocks = doc_blocks()
+    root = user_project.root
+    (root / "mcp_agent.py").write_text(blocks["mcp_agent.py"])
+    (root / "mcp-agent.json").write_text(blocks["mcp-agent.json"])
+    venv_bin = str(Path(sys.executable).parent)
+    path = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+
+    for line in blocks["setup-mcp"].strip().splitlines():
+        argv = shlex.split(line)
+        assert argv[0] == "turnkeeper", line
+        user_project.tk(*argv[1:], timeout=RUN_TIMEOUT, env=user_project.env(PATH=path))
+
+    goal = user_project.tk_json("goal", "show", "notes")["state"]
+    assert goal["goal"]["status"] == "closed", goal["goal"]
+    assert {t: goal["todos"][t]["status"] for t in ("intro", "thanks")} == {
+        "intro": "done",
+        "thanks": "done",
+    }
+    (criterion,) = goal["goal"]["criteria"]
+    assert criterion["met"] is True, criterion
+    # The tools' records: each evidence run again by the write-back under its turn's id.
+    keys = sorted(e["key"] for e in goal["evidence"].values())
+    assert keys == ["acceptance", "section", "section"], goal["evidence"]
+    (session,) = user_project.tk_json("session", "list")
+    texts = [
+        e["data"]["text"]
+        for batch in journal(user_project, session["session_id"], "turn.host_events")
+        for e in batch["events"]
+        if e["kind"] == "message"
+    ]
+    assert any(t.startswith("todo_done: journaled; the kernel would accept it now") for t in texts)

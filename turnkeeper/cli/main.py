@@ -127,6 +127,11 @@ class Commands(LazyGroup):
             ),
         ),
         LazyCommand(
+            "mcp",
+            "turnkeeper.cli.mcp:mcp_server",
+            "Serve a turn's turnkeeper tools to its agent over MCP on stdin/stdout.",
+        ),
+        LazyCommand(
             "session",
             "turnkeeper.cli.sessions:session_app",
             "Sessions: one agent working on one goal.",

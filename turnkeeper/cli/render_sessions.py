@@ -53,10 +53,11 @@ def render_session(state: SessionState) -> None:
         f"{c.turns_failed} failed, {c.turns_lost} lost, {c.turns_recovered} recovered"
     )
     if state.turns_without_progress or state.consecutive_host_failures:
+        hangs = f" ({state.consecutive_hangs} hung)" if state.consecutive_hangs else ""
         console.print(
             f"  streaks: {state.turns_without_progress} turns without progress "
             f"({state.replans_without_progress} replans), "
-            f"{state.consecutive_host_failures} host failures in a row"
+            f"{state.consecutive_host_failures} host failures in a row{hangs}"
         )
     if state.in_flight is not None:
         env = state.in_flight.envelope

@@ -97,6 +97,18 @@ def run(
         "--silence-warning",
         help="Warn when a running host has printed nothing for this many seconds.",
     ),
+    silence_timeout: float = typer.Option(
+        600.0,
+        "--silence-timeout",
+        help="End a host that makes no progress (no event but error events, no CPU in "
+        "its processes) for this many seconds; its turn fails as hung (0: never).",
+    ),
+    max_hangs: int = typer.Option(
+        2,
+        min=1,
+        max=1_000_000,
+        help="Hung turns in a row before the session is suspended (reason hung).",
+    ),
     worker: bool = typer.Option(
         False,
         "--worker",
@@ -134,11 +146,16 @@ def run(
     (a live table on a terminal, lines otherwise), warns about a host that has been
     silent for --silence-warning seconds, and names the reason of a failed turn.
     With --json every line is one JSON object: records with "progress" (the line) and
-    "record" (session, turn, message, host_silent, note), then the summary.
+    "record" (session, turn, message, agent_error, refusal, host_silent, note), then
+    the summary.
 
     A session stops by itself when its goal passes the terminal audit, a gate blocks,
-    its host keeps failing (backing off in between), or its turns make no progress
-    (a replan is raised first); `status` and the summary say why.
+    its host keeps failing (backing off in between), its host hangs --max-hangs turns
+    in a row (no progress for --silence-timeout seconds: no event but errors, no CPU),
+    its turns make no progress (a replan is raised first), or its agent CLI is not
+    ready here (missing, too old, no key: `turnkeeper doctor`); `status` and the
+    summary say why. The agent's error events and what the goal refused of its
+    results are shown as they happen.
 
     With --worker several `run` processes, on one machine or several, share one
     database's sessions (docs/postgresql.md): each claims sessions of its --site with a
@@ -160,6 +177,8 @@ def run(
     check_run_options(lease=lease, host_timeout=host_timeout, max_turns=max_turns)
     check_seconds("--backoff", backoff, low=0.1, high=3600.0)
     check_seconds("--silence-warning", silence_warning, low=0.1, high=7 * 24 * 3600.0)
+    if silence_timeout:
+        check_seconds("--silence-timeout", silence_timeout, low=0.5, high=7 * 24 * 3600.0)
     check_seconds("--poll", poll, low=0.05, high=3600.0)
     check_seconds("--database-wait", database_wait, low=0.0, high=7 * 24 * 3600.0)
     check_seconds("--runner-wait", runner_wait, low=0.0, high=7 * 24 * 3600.0)
@@ -180,12 +199,14 @@ def run(
             backoff_base_seconds=backoff,
             backoff_max_seconds=max(300.0, backoff),
             max_consecutive_host_failures=host_failures,
+            max_consecutive_hangs=max_hangs,
         ),
         progress=ProgressPolicy(
             max_turns_without_progress=idle_turns, max_replans_without_progress=idle_replans
         ),
         turn_limits=TurnLimits(max_events=max_turn_events, max_output_bytes=max_turn_output_bytes),
         silence_warning_seconds=silence_warning,
+        silence_timeout_seconds=silence_timeout or None,
         runner_wait_seconds=runner_wait,
     )
     # Records come from every session's thread: the display keeps each line whole.
@@ -196,6 +217,7 @@ def run(
     )
     with opening as (project, store):
         config.runner = pick_runner(project.state_dir, runner)
+        config.tools_dir = project.tools_dir
         if config.runner is not None:
             display.note("hosts run in the project's runner: turns outlive this process")
         controller = Controller(store, config, reporter=display.report)

@@ -12,8 +12,10 @@ turns the CLI's own event stream into turnkeeper host events:
 ``reasoning``       ``{text}``: a reasoning summary (Codex)
 ``command.started`` ``{id, command}``: a shell command the agent runs
 ``command.completed`` ``{id, command, exit_code, status, output}`` (output's tail)
-``tool.started`` /  ``{id, name, ...}``: any other tool call and its end
-``tool.completed``
+``tool.started`` /  ``{id, name, ...}``: any other tool call and its end; a call of an
+``tool.completed``  MCP server's tool is ``{id, name, server, tool, arguments}`` (its
+                    JSON clipped to ``max_output_chars``), completed with ``result``
+                    (the answer's text, its tail) or ``error``
 ``error``           ``{message, fatal}``: ``fatal`` ones fail the turn
 ``usage``           token counts as the CLI reports them
 ``result``          ``{summary, usage}`` at the CLI's successful end of turn
@@ -32,6 +34,15 @@ works on a todo, ``todo_done`` and ``evidence`` derived from the host config::
 The write-back runs each evidence command again in the worktree (the agent's word
 is not proof) and the kernel completes the todo only if the evidence its
 ``required_evidence`` names passes.
+
+A turn with tools (``TurnRequest.tools``) hands the CLI the turn's tool server as the
+MCP server ``turnkeeper`` (each host says how; nothing for the user to configure),
+with room to start (:data:`TOOL_STARTUP_SECONDS`) and to run a check
+(:data:`TOOL_CALL_SECONDS`). When the agent called any tool of that server in the
+turn, it reported through its tools: ``complete_todo`` and ``evidence`` do not decide
+the turn's ``todo_done`` — the result carries neither, and the driver merges the
+turn's tool calls into it. A turn whose agent called none is decided by the config as
+without tools.
 
 The CLI's session file is the host session artifact. After a successful turn its
 digest goes into the result as ``host_artifact: {path, sha256, bytes}``; a missing
@@ -56,6 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.errors import FailedPrecondition
 from turnkeeper.hosts.base import (
+    TOOLS_SERVER_NAME,
     HostOutcome,
     HostSpawnFailed,
     TurnRequest,
@@ -78,6 +90,13 @@ CODEX_VERSION = "0.171.0"
 CLAUDE_CODE_VERSION = "2.1.197"
 AGENT_CLIS_DIR_ENV = "TURNKEEPER_AGENT_CLIS_DIR"
 AGENT_CLIS_CACHE_ENV = "TURNKEEPER_AGENT_CLIS_CACHE"
+
+#: How long a CLI waits for the turn's tool server to start (a fresh Python process
+#: importing turnkeeper on a busy machine takes seconds, not the CLIs' 10 s default).
+TOOL_STARTUP_SECONDS = 30
+#: How long one tool call may take: ``record_evidence`` runs the user's check for up to
+#: 600 s (turnkeeper/tools/checks.py ``CHECK_TIMEOUT_SECONDS``), plus room to answer.
+TOOL_CALL_SECONDS = 620
 
 Event = tuple[str, JsonDict]
 
@@ -297,6 +316,15 @@ def tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
+def clipped(value: JsonValue, limit: int) -> JsonValue:
+    """``value`` as is if its JSON fits in ``limit`` characters, else the start of its
+    JSON text (a tool call's arguments: their start names what was asked)."""
+    text = json.dumps(value)
+    if len(text) <= limit:
+        return value
+    return text[: max(limit, 0)] + "…"
+
+
 # --- the run adapter -----------------------------------------------------------------
 
 
@@ -317,6 +345,9 @@ class CliAdapter:
         self.summary = ""
         self.handle: str | None = None
         self.last_error: str | None = None
+        # The agent called a tool of the turn's own server: it reported through its
+        # tools, so the config's completion rule does not decide the turn.
+        self.reported_through_tools = False
 
     # Subclasses implement ``translate``.
     def translate(self, kind: str, data: JsonDict) -> list[Event]:
@@ -357,6 +388,40 @@ class CliAdapter:
     def result(self, usage: JsonDict | None, **extra: JsonValue) -> Event:
         return ("result", {"summary": self.summary, "usage": usage or {}, **extra})
 
+    def mcp_started(self, tid: JsonValue, server: str, tool: str, arguments: JsonValue) -> Event:
+        """``tool.started`` for a call of MCP server ``server``'s ``tool``."""
+        if server == TOOLS_SERVER_NAME:
+            self.reported_through_tools = True
+        return ("tool.started", self._mcp_data(tid, server, tool, arguments))
+
+    def mcp_completed(
+        self,
+        tid: JsonValue,
+        server: str,
+        tool: str,
+        arguments: JsonValue,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> Event:
+        """``tool.completed`` with the answer's tail (``result``) or the ``error``."""
+        data = self._mcp_data(tid, server, tool, arguments)
+        limit = self.cfg.max_output_chars
+        if error is not None:
+            data["error"] = tail(error, limit)
+        else:
+            data["result"] = tail(result or "", limit)
+        return ("tool.completed", data)
+
+    def _mcp_data(self, tid: JsonValue, server: str, tool: str, arguments: JsonValue) -> JsonDict:
+        return {
+            "id": tid,
+            "name": f"mcp__{server}__{tool}",
+            "server": server,
+            "tool": tool,
+            "arguments": clipped(arguments, self.cfg.max_output_chars),
+        }
+
     def finish(self, outcome: HostOutcome) -> HostOutcome:
         if not outcome.succeeded:
             generic = outcome.message.startswith("host exited with code")
@@ -372,7 +437,13 @@ class CliAdapter:
         result = dict(outcome.result)
         result.setdefault("summary", self.summary)
         summary = str(result.get("summary") or "")
-        result.update(todo_result(self.cfg, self.request, summary))
+        if self.reported_through_tools:
+            # The agent's tool calls decide (merged by the driver), not the config: a
+            # ``todo_done`` here came from the completion rule of a CLI that ended
+            # without a result event.
+            result.pop("todo_done", None)
+        else:
+            result.update(todo_result(self.cfg, self.request, summary))
         if self.cfg.require_session_artifact:
             handle = outcome.host_session_handle
             try:

@@ -18,6 +18,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from turnkeeper.brief import TurnBrief
 from turnkeeper.errors import FailedPrecondition
 
 # Named from here by the hosts, as the rest of the contract.
@@ -54,6 +55,26 @@ class TurnLimits(BaseModel):
     max_result_bytes: int = Field(default=1024 * 1024, ge=1)
 
 
+#: How a turn's agent reaches its turnkeeper tools (turnkeeper/tools/): the channel
+#: folder of the turn and the capability that binds a call to this turn alone.
+TOOLS_DIR_ENV = "TURNKEEPER_TOOLS_DIR"
+TOOLS_TOKEN_ENV = "TURNKEEPER_TOOLS_TOKEN"
+#: The name every host gives the tools' MCP server (Codex: ``mcp__turnkeeper``).
+TOOLS_SERVER_NAME = "turnkeeper"
+
+
+class ToolServer(BaseModel):
+    """The turn's tool server: a stdio MCP server an agent CLI starts (or an own agent
+    runs), with the environment that binds it to this turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    # The tools it offers, as the agent calls them.
+    names: list[str] = Field(default_factory=list)
+
+
 class TurnRequest(BaseModel):
     """One turn as the host sees it (a projection of the turn envelope)."""
 
@@ -82,6 +103,10 @@ class TurnRequest(BaseModel):
     host_config: JsonDict = Field(default_factory=dict)
     # What of the turn's output the driver journals; a host keeps no more than this.
     limits: TurnLimits = Field(default_factory=TurnLimits)
+    # What the agent is told, as a model (``instructions`` is its rendered text).
+    brief: TurnBrief | None = None
+    # The turnkeeper tools of this turn (None: the agent gets none).
+    tools: ToolServer | None = None
 
     def for_host(self) -> JsonDict:
         """The request as a host's process reads it (its stdin): without the inherited

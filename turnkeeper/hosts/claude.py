@@ -27,6 +27,20 @@ set it, so a turn never updates the CLI under the control plane. API keys,
 ``ANTHROPIC_BASE_URL``, settings files and ``CLAUDE_CONFIG_DIR`` come from the
 user's own environment, untouched.
 
+A turn with tools (``TurnRequest.tools``) writes the turn's tool server as MCP server
+``turnkeeper`` into ``claude-mcp.json`` (0600) in the turn's tool folder
+(``TURNKEEPER_TOOLS_DIR``): ``{"mcpServers": {"turnkeeper": {"type": "stdio",
+"command", "args", "env", "timeout"}}}``, ``env`` the tool server's variables (Claude
+Code starts an MCP server with its whole environment plus these) and ``timeout`` the
+per-call limit in ms. It runs the CLI with ``--mcp-config=<file>
+--strict-mcp-config`` (only this server: the user's own MCP servers are not part of a
+turn) and adds ``mcp__turnkeeper__<tool>`` for each tool to ``--allowedTools`` (else
+``acceptEdits`` refuses them). ``MCP_CONNECTION_NONBLOCKING=0`` makes ``-p`` wait for
+the server before the first model request (by default it does not, and a call made
+while the server is still starting fails with "still connecting"); ``MCP_TIMEOUT``
+bounds that wait. A server that fails to start (``system/init`` lists it as
+``failed``) fails the turn.
+
 The session file (host session artifact) is
 ``$CLAUDE_CONFIG_DIR/projects/<worktree path with non-alphanumerics as '-'>/<id>.jsonl``
 (``~/.claude`` by default): see :func:`session_artifact`. Observed on 2.1.197: a
@@ -38,6 +52,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 import uuid
 from collections.abc import Mapping
@@ -47,6 +62,8 @@ from typing import Literal
 from pydantic import Field
 
 from turnkeeper.hosts.agent_cli import (
+    TOOL_CALL_SECONDS,
+    TOOL_STARTUP_SECONDS,
     AgentCliConfig,
     CliAdapter,
     Event,
@@ -58,13 +75,22 @@ from turnkeeper.hosts.agent_cli import (
     start_cli,
     tail,
 )
-from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.hosts.base import (
+    TOOLS_DIR_ENV,
+    TOOLS_SERVER_NAME,
+    HostSpawnFailed,
+    ToolServer,
+    TurnRequest,
+)
 from turnkeeper.hosts.subprocess_config import validate_config
 from turnkeeper.hosts.subprocess_host import SubprocessRun
 from turnkeeper.json_types import JsonDict, JsonValue
 
 _SESSION_NAMESPACE = uuid.UUID("5b0e3f55-8a57-4d43-9d38-5f7c1b0e7a11")
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)")
+#: The file the turn's MCP config is written to, in the turn's tool folder.
+MCP_CONFIG_FILE = "claude-mcp.json"
+_MCP_PREFIX = "mcp__"
 
 
 class ClaudeHostConfig(AgentCliConfig):
@@ -118,17 +144,70 @@ def session_id_for(turn_id: str) -> str:
     return str(uuid.uuid5(_SESSION_NAMESPACE, turn_id))
 
 
+def mcp_config_path(tools: ToolServer) -> Path:
+    """Where a turn's MCP config goes: its tool folder (the driver always names one)."""
+    folder = tools.env.get(TOOLS_DIR_ENV)
+    if not folder:
+        raise HostSpawnFailed(f"the turn's tool server names no {TOOLS_DIR_ENV}")
+    return Path(folder) / MCP_CONFIG_FILE
+
+
+def mcp_config(tools: ToolServer) -> JsonDict:
+    """The ``--mcp-config`` document of a turn's tool server."""
+    server: JsonDict = {
+        "type": "stdio",
+        "command": tools.command[0],
+        "args": list(tools.command[1:]),
+        "env": dict(tools.env),
+        "timeout": TOOL_CALL_SECONDS * 1000,
+    }
+    return {"mcpServers": {TOOLS_SERVER_NAME: server}}
+
+
+def write_mcp_config(tools: ToolServer) -> Path:
+    """Write the turn's MCP config (0600: it holds the turn's capability token)."""
+    path = mcp_config_path(tools)
+    data = json.dumps(mcp_config(tools), indent=2).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise HostSpawnFailed(f"cannot write the turn's MCP config {path}: {exc}") from exc
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(out.fileno(), 0o600)  # a file left by an earlier attempt keeps its mode
+        out.write(data)
+    return path
+
+
+def tool_names(tools: ToolServer) -> list[str]:
+    """The tool server's tools as ``--allowedTools`` names them (the whole server when
+    it lists none)."""
+    prefix = f"{_MCP_PREFIX}{TOOLS_SERVER_NAME}"
+    return [f"{prefix}__{name}" for name in tools.names] or [prefix]
+
+
 def build_command(
-    cfg: ClaudeHostConfig, request: TurnRequest, binary: Path, session_id: str
+    cfg: ClaudeHostConfig,
+    request: TurnRequest,
+    binary: Path,
+    session_id: str,
+    mcp_config_file: Path | None = None,
 ) -> list[str]:
+    """The CLI's command line; ``mcp_config_file``: the turn's MCP config (written by
+    :func:`write_mcp_config`; None: :func:`mcp_config_path`, when the turn has tools)."""
     args = [str(binary), "-p", "--output-format", "stream-json", "--verbose"]
     if cfg.model:
         args += ["--model", cfg.model]
     if cfg.permission_mode:
         args += ["--permission-mode", cfg.permission_mode]
+    allowed = list(cfg.allowed_tools)
+    if request.tools is not None:
+        path = mcp_config_file or mcp_config_path(request.tools)
+        # With "=", as below: --mcp-config takes several files.
+        args += [f"--mcp-config={path}", "--strict-mcp-config"]
+        allowed += [n for n in tool_names(request.tools) if n not in allowed]
     # With "=": a variadic option would otherwise swallow what follows it.
-    if cfg.allowed_tools:
-        args.append(f"--allowedTools={','.join(cfg.allowed_tools)}")
+    if allowed:
+        args.append(f"--allowedTools={','.join(allowed)}")
     if cfg.disallowed_tools:
         args.append(f"--disallowedTools={','.join(cfg.disallowed_tools)}")
     if cfg.skip_permissions:
@@ -157,12 +236,15 @@ class ClaudeAdapter(CliAdapter):
         self.session_id = session_id
         self._bash: dict[str, str] = {}  # tool_use id -> command
         self._tools: dict[str, str] = {}  # tool_use id -> tool name
+        # tool_use id -> (server, tool, arguments) of an MCP tool call
+        self._mcp: dict[str, tuple[str, str, JsonDict]] = {}
 
     def translate(self, kind: str, data: JsonDict) -> list[Event]:
         if kind == "system" and data.get("subtype") == "init":
             return [
                 *self.bind(data.get("session_id"), self.session_id),
                 ("turn.started", {"model": data.get("model"), "cwd": data.get("cwd")}),
+                *self._tool_server_status(data.get("mcp_servers")),
             ]
         if kind == "assistant":
             return self._assistant(data)
@@ -195,10 +277,14 @@ class ClaudeAdapter(CliAdapter):
                 name = str(block.get("name"))
                 given = block.get("input")
                 args: JsonDict = given if isinstance(given, dict) else {}
+                mcp = _mcp_name(name)
                 if name == "Bash":
                     command = str(args.get("command", ""))
                     self._bash[tid] = command
                     out.append(("command.started", {"id": tid, "command": command}))
+                elif mcp is not None:
+                    self._mcp[tid] = (*mcp, args)
+                    out.append(self.mcp_started(tid, *mcp, args))
                 else:
                     self._tools[tid] = name
                     text = tail(json.dumps(args), self.cfg.max_output_chars)
@@ -226,6 +312,10 @@ class ClaudeAdapter(CliAdapter):
                     "output": tail(text, self.cfg.max_output_chars),
                 }
                 out.append(("command.completed", event))
+            elif tid in self._mcp:
+                server, tool, args = self._mcp.pop(tid)
+                answer = {"error": text} if is_error else {"result": text}
+                out.append(self.mcp_completed(tid, server, tool, args, **answer))
             else:
                 name = self._tools.pop(tid, None)
                 out.append(("tool.completed", {"id": tid, "name": name, "is_error": is_error}))
@@ -252,6 +342,33 @@ class ClaudeAdapter(CliAdapter):
             extra["permission_denials"] = denials[:20]
         out.append(self.result(usage, **extra))
         return out
+
+    def _tool_server_status(self, servers: JsonValue) -> list[Event]:
+        """An error when the turn's tool server did not connect: fatal if it failed
+        (the turn would run without the tools it was given)."""
+        if self.request.tools is None:
+            return []
+        listed = servers if isinstance(servers, list) else []
+        status = next(
+            (
+                s.get("status")
+                for s in listed
+                if isinstance(s, dict) and s.get("name") == TOOLS_SERVER_NAME
+            ),
+            None,
+        )
+        if status == "connected":
+            return []
+        message = f"claude: the turnkeeper tool server is {status or 'missing'}"
+        return [self.error(message, status in ("failed", None))]
+
+
+def _mcp_name(name: str) -> tuple[str, str] | None:
+    """(server, tool) of an MCP tool's name ``mcp__<server>__<tool>``, else None."""
+    if not name.startswith(_MCP_PREFIX):
+        return None
+    server, sep, tool = name[len(_MCP_PREFIX) :].partition("__")
+    return (server, tool) if sep and server and tool else None
 
 
 def _text_of(content: JsonValue) -> str:
@@ -282,13 +399,17 @@ class ClaudeHost(LayeredConfig[ClaudeHostConfig]):
         binary = resolve_binary(cfg.binary, "claude")
         session_id = request.host_session_handle or session_id_for(request.turn_id)
         updater = None if env_value(cfg, "DISABLE_AUTOUPDATER") else "1"
-        env = merged_env(
-            cfg,
-            {
-                "CLAUDE_CONFIG_DIR": str(config_dir(cfg)) if cfg.config_dir else None,
-                "DISABLE_AUTOUPDATER": updater,
-            },
-        )
+        extra: dict[str, str | None] = {
+            "CLAUDE_CONFIG_DIR": str(config_dir(cfg)) if cfg.config_dir else None,
+            "DISABLE_AUTOUPDATER": updater,
+        }
+        mcp_file = None
+        if request.tools is not None:
+            mcp_file = write_mcp_config(request.tools)
+            # Wait for the tool server before the first model request, at most this long.
+            extra["MCP_CONNECTION_NONBLOCKING"] = "0"
+            extra["MCP_TIMEOUT"] = str(TOOL_STARTUP_SECONDS * 1000)
+        env = merged_env(cfg, extra)
         adapter = ClaudeAdapter(cfg, request, session_id)
-        args = build_command(cfg, request, binary, session_id)
+        args = build_command(cfg, request, binary, session_id, mcp_file)
         return start_cli(request, cfg, args, env, adapter)

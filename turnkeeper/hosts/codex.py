@@ -29,6 +29,20 @@ The session file (host session artifact) is
 :func:`session_artifact`. The npm package's ``bin/codex.js`` is a Node wrapper;
 the host runs the native binary it wraps so signals reach the CLI itself.
 
+A turn with tools (``TurnRequest.tools``) adds the turn's tool server as MCP server
+``turnkeeper`` with ``-c`` overrides (:func:`tool_overrides`): ``command``, ``args``;
+``env_vars``, the names of the tool server's variables and the turn's markers, which
+Codex copies from its own environment (where the host puts them) — Codex starts an MCP
+server with a short list of its own variables only (``HOME``, ``PATH``, the locale),
+and the capability token stays off the command line, which any local user can read;
+``required = true`` (the CLI waits for the server before the first model request and
+fails the turn if it cannot start, instead of a turn without its tools);
+``startup_timeout_sec`` and ``tool_timeout_sec``; and ``default_tools_approval_mode =
+"approve"`` (with ``approval_policy = "never"`` Codex refuses every MCP tool call
+that needs approval, and by default they all do). The model sees them as the
+namespace ``mcp__turnkeeper``; the JSON stream reports each call as an
+``mcp_tool_call`` item.
+
 Observed on 0.171.0: a command the sandbox refuses at once is reported to the model
 but not as a ``command_execution`` item (so no ``command.*`` event); when the control
 plane dies, Codex panics at its next write to the broken pipe and ends its
@@ -39,6 +53,7 @@ running (the host and restart recovery end them by marker).
 from __future__ import annotations
 
 import glob
+import json
 import os
 import platform
 from collections.abc import Mapping
@@ -48,6 +63,8 @@ from typing import Literal
 from pydantic import Field
 
 from turnkeeper.hosts.agent_cli import (
+    TOOL_CALL_SECONDS,
+    TOOL_STARTUP_SECONDS,
     AgentCliConfig,
     CliAdapter,
     Event,
@@ -60,13 +77,20 @@ from turnkeeper.hosts.agent_cli import (
     tail,
     toml_value,
 )
-from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.hosts.base import (
+    ATTEMPT_ENV,
+    MARKER_ENV,
+    SESSION_ENV,
+    TOOLS_SERVER_NAME,
+    ToolServer,
+    TurnRequest,
+)
 from turnkeeper.hosts.subprocess_config import validate_config
 from turnkeeper.hosts.subprocess_host import SubprocessRun
 from turnkeeper.json_types import JsonDict, JsonValue
 
 _TRIPLES = {"x86_64": "x86_64-unknown-linux-musl", "aarch64": "aarch64-unknown-linux-musl"}
-_TOOL_ITEMS = ("mcp_tool_call", "web_search", "todo_list", "collab_tool_call", "image_view")
+_TOOL_ITEMS = ("web_search", "todo_list", "collab_tool_call", "image_view")
 
 
 class CodexHostConfig(AgentCliConfig):
@@ -130,6 +154,22 @@ def native_binary(path: Path) -> Path:
     return path
 
 
+def tool_overrides(tools: ToolServer) -> dict[str, JsonValue]:
+    """The ``-c`` overrides that give Codex the turn's tool server (module docstring)."""
+    key = f"mcp_servers.{TOOLS_SERVER_NAME}"
+    # Sorted: the same turn gets the same command line.
+    names = sorted({*tools.env, MARKER_ENV, SESSION_ENV, ATTEMPT_ENV})
+    return {
+        f"{key}.command": tools.command[0],
+        f"{key}.args": list(tools.command[1:]),
+        f"{key}.env_vars": list(names),
+        f"{key}.required": True,
+        f"{key}.startup_timeout_sec": TOOL_STARTUP_SECONDS,
+        f"{key}.tool_timeout_sec": TOOL_CALL_SECONDS,
+        f"{key}.default_tools_approval_mode": "approve",
+    }
+
+
 def build_command(cfg: CodexHostConfig, request: TurnRequest, binary: Path) -> list[str]:
     args = [str(binary), "exec"]
     if request.host_session_handle:
@@ -143,6 +183,8 @@ def build_command(cfg: CodexHostConfig, request: TurnRequest, binary: Path) -> l
     if cfg.approval_policy:
         overrides["approval_policy"] = cfg.approval_policy
     overrides.update(cfg.config)
+    if request.tools is not None:
+        overrides.update(tool_overrides(request.tools))  # after the config: these win
     for key, value in overrides.items():
         args += ["-c", f"{key}={toml_value(value)}"]
     if cfg.skip_git_repo_check:
@@ -214,12 +256,46 @@ class CodexAdapter(CliAdapter):
             if phase != "completed":
                 return []
             return [("files.changed", {"id": iid, "changes": item.get("changes"), **_status(item)})]
+        if type_ == "mcp_tool_call":
+            return self._mcp_item(phase, item)
         if type_ in _TOOL_ITEMS:
             if phase == "updated":
                 return []
             name = "tool.started" if phase == "started" else "tool.completed"
             return [(name, {"id": iid, "name": type_, "item": item})]
         return [(f"codex.item.{phase}", item)]
+
+    def _mcp_item(self, phase: str, item: JsonDict) -> list[Event]:
+        iid = item.get("id")
+        server = str(item.get("server") or "")
+        tool = str(item.get("tool") or "")
+        arguments = item.get("arguments")
+        if phase == "started":
+            return [self.mcp_started(iid, server, tool, arguments)]
+        if phase != "completed":
+            return []
+        error = item.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        text = _result_text(item.get("result"))
+        if message is None and item.get("status") == "failed":
+            message = text or "failed"  # the server's own error result (is_error)
+        if message is not None:
+            return [self.mcp_completed(iid, server, tool, arguments, error=str(message))]
+        return [self.mcp_completed(iid, server, tool, arguments, result=text)]
+
+
+def _result_text(result: JsonValue) -> str:
+    """The text of an MCP tool result (``{content: [{type: text, text}], ...}``), else
+    its structured content as JSON."""
+    if not isinstance(result, dict):
+        return ""
+    content = result.get("content")
+    parts = content if isinstance(content, list) else []
+    texts = [str(p.get("text")) for p in parts if isinstance(p, dict) and "text" in p]
+    if texts:
+        return "\n".join(texts)
+    structured = result.get("structured_content")
+    return "" if structured is None else json.dumps(structured)
 
 
 def _status(item: JsonDict) -> JsonDict:

@@ -172,13 +172,16 @@ def process_env(
 ) -> dict[str, str]:
     """The process's environment: of the one ``run`` started in, :data:`CORE_ENV` and
     what ``pass_env`` names (everything with ``inherit_env``), never the control plane's
-    own credentials; then the config's ``env``, the request's, the turn's markers."""
+    own credentials; then the config's ``env``, the request's, the turn's tool channel
+    (an own agent starts ``turnkeeper mcp`` with it), the turn's markers."""
     base = passed_env(request.inherited_env, inherit_env, pass_env)
+    tools = request.tools.env if request.tools is not None else {}
     # The markers go last so neither config nor request can overwrite them.
     return {
         **base,
         **env,
         **request.env,
+        **tools,
         MARKER_ENV: request.turn_id,
         SESSION_ENV: request.session_id,
         ATTEMPT_ENV: str(request.attempt),

@@ -336,7 +336,9 @@ class SubprocessRun:
                 error_kind = HostErrorKind(reported if isinstance(reported, str) else "exit_code")
             except ValueError:
                 error_kind = HostErrorKind.EXIT_CODE
-            if error_kind is HostErrorKind.LOST:  # only the recovery table loses a turn
+            # Only the recovery table loses a turn, and only the driver's silence watch
+            # finds one hung (its count suspends the session): not the host's words.
+            if error_kind in (HostErrorKind.LOST, HostErrorKind.HUNG):
                 error_kind = HostErrorKind.EXIT_CODE
             self._fatal = (error_kind, str(data.get("message", "host reported a fatal error")))
         # The handle, result and fatal error are remembered above whether or not the

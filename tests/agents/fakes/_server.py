@@ -49,7 +49,18 @@ class Malformed:
     garbage: str = "{this is not json"
 
 
-Reply = Text | Shell | Stall | Malformed
+@dataclass(frozen=True)
+class Tool:
+    """The model calls tool ``name`` of MCP server ``server`` with ``arguments``, the way
+    each API names it (Codex: a function call in the server's namespace
+    ``mcp__<server>``; Claude: the tool ``mcp__<server>__<name>``)."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    server: str = "turnkeeper"
+
+
+Reply = Text | Shell | Stall | Malformed | Tool
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,37 @@ class RecordedRequest:
     def text(self) -> str:
         """The whole body as JSON text, for substring checks on the history."""
         return json.dumps(self.body)
+
+    def tool_outputs(self) -> list[str]:
+        """The text of every tool result in the request's history, oldest first (the
+        Responses API's ``function_call_output`` items, the Messages API's
+        ``tool_result`` blocks)."""
+        out: list[str] = []
+        items = self.body.get("input")
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("type") == "function_call_output":
+                out.append(_content_text(item.get("output")))
+        messages = self.body.get("messages")
+        for message in messages if isinstance(messages, list) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out.append(_content_text(block.get("content")))
+        return out
+
+    def last_tool_output(self) -> str | None:
+        """What the model was told its latest tool call answered (None: no tool result)."""
+        outputs = self.tool_outputs()
+        return outputs[-1] if outputs else None
+
+
+def _content_text(content: Any) -> str:
+    """A tool result's text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else json.dumps(content)
 
 
 class FakeModelServer(ABC):

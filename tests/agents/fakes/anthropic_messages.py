@@ -13,6 +13,7 @@ from tests.agents.fakes._server import (
     Shell,
     Stall,
     Text,
+    Tool,
     sse,
 )
 
@@ -96,6 +97,12 @@ class FakeAnthropicServer(FakeModelServer):
             block: dict[str, Any] = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": reply.text}
             stop_reason = "end_turn"
+        elif isinstance(reply, Tool):
+            # An MCP tool goes by its full name: mcp__<server>__<tool>.
+            name = f"mcp__{reply.server}__{reply.name}"
+            block = {"type": "tool_use", "id": self.next_id("toolu"), "name": name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(reply.arguments)}
+            stop_reason = "tool_use"
         else:
             assert isinstance(reply, Shell)
             block = {"type": "tool_use", "id": self.next_id("toolu"), "name": "Bash", "input": {}}

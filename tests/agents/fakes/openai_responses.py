@@ -15,6 +15,7 @@ from tests.agents.fakes._server import (
     Shell,
     Stall,
     Text,
+    Tool,
     sse,
 )
 
@@ -88,6 +89,18 @@ class FakeResponsesServer(FakeModelServer):
                 "id": self.next_id("msg"),
                 "status": "completed",
                 "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        elif isinstance(reply, Tool):
+            # An MCP tool: a function call in the server's namespace (Codex refuses the
+            # flat name ``mcp__<server>__<tool>`` as an unsupported call).
+            item = {
+                "type": "function_call",
+                "id": self.next_id("fc"),
+                "call_id": self.next_id("call"),
+                "namespace": f"mcp__{reply.server}",
+                "name": reply.name,
+                "arguments": json.dumps(reply.arguments),
+                "status": "completed",
             }
         else:
             assert isinstance(reply, Shell)

@@ -34,6 +34,7 @@ from turnkeeper.kernel.session.state import (
     TurnOutcome,
     TurnPhase,
 )
+from turnkeeper.vocabulary import HostErrorKind
 
 _OUTCOME_COUNTER = {
     TurnOutcome.COMPLETED: "turns_completed",
@@ -179,6 +180,7 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
                 **_end_turn(state, event, event.turn_id, TurnOutcome.COMPLETED),
                 **_progress_streak(state, turn),
                 "consecutive_host_failures": 0,
+                "consecutive_hangs": 0,
                 "last_completed": CompletedTurn(
                     turn_id=event.turn_id,
                     todo_id=env.todo_id,
@@ -192,6 +194,9 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
             update = {
                 **_end_turn(state, event, event.turn_id, TurnOutcome.FAILED),
                 "consecutive_host_failures": state.consecutive_host_failures + 1,
+                "consecutive_hangs": (
+                    state.consecutive_hangs + 1 if event.error_kind is HostErrorKind.HUNG else 0
+                ),
             }
             if state.recovery is None:
                 update["recovery"] = PendingRecovery(
@@ -239,9 +244,10 @@ def _session_level(state: SessionState, event: SessionEvent) -> dict[str, object
             }
             if event.action == "resume":
                 # An operator who resumes a session vouches for a fresh start: the host
-                # failures and the idle streak that stopped it count from zero again.
+                # failures, hangs and the idle streak that stopped it count from zero again.
                 update.update(
                     consecutive_host_failures=0,
+                    consecutive_hangs=0,
                     turns_without_progress=0,
                     replans_without_progress=0,
                     idle_since_turn=None,

@@ -1,8 +1,9 @@
 """Bounded work: recover a failed or lost turn now, wait out a backoff, or stop and mark the
 session crashed (:func:`decide_recovery`); and before every turn, whatever its kind, the
 pace the policies allow (:func:`pace_next_turn`): host failures back off as one
-sequence, and a streak of turns that made no progress raises a replan obligation, then
-suspends the session. Pure: the caller passes the time."""
+sequence, hung turns in a row suspend the session (``hung``), and a streak of turns that
+made no progress raises a replan obligation, then suspends the session. Pure: the caller
+passes the time."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ class RecoveryPolicy(KernelModel):
     max_consecutive_host_failures: int = Field(default=5, ge=1)
     # Failure kinds recovered automatically; the rest wait for an operator.
     auto_recover_error_kinds: frozenset[HostErrorKind] = _ALL_ERROR_KINDS
+    # Hung turns in a row (no progress for the silence timeout) before the session is
+    # suspended for an operator rather than retried: a host that cannot reach its model
+    # or waits on input that never comes hangs again.
+    max_consecutive_hangs: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")
     def _bounds(self) -> Self:
@@ -46,7 +51,7 @@ class ProgressPolicy(KernelModel):
 
 # What the policy says to do about a pending recovery (not the recovery report's
 # RecoveryAction, which records what a restart did).
-RecoveryChoice = Literal["none", "recover_now", "wait", "crash"]
+RecoveryChoice = Literal["none", "recover_now", "wait", "crash", "suspend"]
 
 
 class RecoveryDecision(KernelModel):
@@ -66,16 +71,25 @@ def backoff_delay(policy: RecoveryPolicy, consecutive_failures: int) -> timedelt
     return timedelta(seconds=seconds)
 
 
+def too_many_hangs(session: SessionState, policy: RecoveryPolicy) -> bool:
+    """Whether the session's hung turns in a row reached the policy's bound: checked
+    before the host failures' bound, so a session stopped by hangs says so."""
+    return session.consecutive_hangs >= policy.max_consecutive_hangs
+
+
 def decide_recovery(
     session: SessionState, policy: RecoveryPolicy, now: datetime
 ) -> RecoveryDecision:
     """What to do about the session's pending recovery at ``now``.
 
-    ``crash`` asks the runtime to mark the session crashed (a ``SetStatus`` command);
-    the decision itself writes nothing.
+    ``crash`` asks the runtime to mark the session crashed, ``suspend`` (reason
+    ``hung``) to suspend it (a ``SetStatus`` command); the decision itself writes nothing.
     """
     if session.status in ("closed", "crashed", "suspended"):
         return RecoveryDecision(action="none", reason=f"session_{session.status}")
+    if too_many_hangs(session, policy):
+        turn_id = session.recovery.turn_id if session.recovery is not None else None
+        return RecoveryDecision(action="suspend", reason="hung", turn_id=turn_id)
     failures = session.consecutive_host_failures
     if failures > policy.max_consecutive_host_failures:
         return RecoveryDecision(action="crash", reason="consecutive_host_failures")
@@ -134,9 +148,12 @@ def pace_next_turn(
     for continuations; a streak of idle turns first asks for a replan
     (``raise_replan``: the caller reports it to the goal, which raises the obligation)
     and, if the replans are idle too, or the streak outlasts both allowances, stops
-    the session (``suspend``, reason ``no_progress``). ``no_progress_reported`` says
+    the session (``suspend``, reason ``no_progress``). Hung turns in a row past the
+    policy's bound suspend it too (reason ``hung``). ``no_progress_reported`` says
     whether the goal already has this streak's obligation (open or discharged).
     """
+    if too_many_hangs(session, recovery):
+        return PaceDecision(action="suspend", reason="hung")
     failures = session.consecutive_host_failures
     if failures > recovery.max_consecutive_host_failures:
         return PaceDecision(action="crash", reason="consecutive_host_failures")

@@ -18,6 +18,7 @@ from turnkeeper.kernel.session.records import (
     LossProof,
 )
 from turnkeeper.kernel.session.state import PendingRecovery, SessionState
+from turnkeeper.vocabulary import HostErrorKind
 
 SUPPORTED_RECOVERY_KINDS = frozenset({"resume_session"})
 RECOVERABLE_PHASES = frozenset({"host_execute"})
@@ -132,6 +133,13 @@ def resolve_host_recovery(
         "will not be run again. Inspect the workspace and the host session, reconcile any "
         "unfinished or half-applied work, then continue."
     )
+    if pending.error_kind is HostErrorKind.HUNG:
+        # The same words would wait on the same thing again: say what ended the turn.
+        note += (
+            " It was ended because it made no progress for too long (no output and no "
+            "CPU use): do not wait for input, a prompt or an unreachable service; if one "
+            "is needed, say so and stop."
+        )
     if host_session_lost:
         note += (
             f" The host session {session.host_session_handle} saved nothing before it "

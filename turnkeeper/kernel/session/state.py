@@ -177,6 +177,9 @@ class SessionState(KernelModel):
     status: SessionStatus = SessionStatus.READY
     in_flight: InFlightTurn | None = None
     consecutive_host_failures: int = Field(default=0, ge=0)
+    # Failed turns in a row whose host was ended as hung (no progress for the silence
+    # timeout); another turn's end breaks the streak, a lost or abandoned one does not.
+    consecutive_hangs: int = Field(default=0, ge=0)
     # The progress guard (policy.py): completed turns in a row that changed nothing in
     # the goal, the replan turns among them, and the streak's first turn (its name).
     turns_without_progress: int = Field(default=0, ge=0)

@@ -14,6 +14,8 @@ lease) is dropped from this run, the others go on.
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -21,9 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from turnkeeper.errors import Aborted, FailedPrecondition, Unavailable
+from turnkeeper.errors import Aborted, FailedPrecondition, InvalidArgument, Unavailable
+from turnkeeper.extensions.findings import Finding
+from turnkeeper.extensions.readiness import HOST_NOT_READY, describe, host_problems
 from turnkeeper.hosts import process_tree
 from turnkeeper.kernel import GoalState
+from turnkeeper.kernel.limits import fit_title
 from turnkeeper.kernel.session import (
     LeaseToken,
     NextTurn,
@@ -70,6 +75,7 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
 # Sessions recovered at once on restart (threads: the work is probes and commits).
 RECOVERY_WORKERS = 8
 # Why a session stopped being driven because it changed under this controller.
@@ -141,6 +147,11 @@ class Controller:
         self._views = GoalViews()
         # Each session's goal as last read: its head is read with the session's.
         self._goal_of: dict[str, str] = {}
+        # Sessions whose agent CLI was found ready in this run, and the host setups
+        # (kind and config) found ready: one ``--version`` per setup and run. What is
+        # not ready is asked again (a login may have been made since).
+        self._hosts_ready: set[str] = set()
+        self._ready_setups: set[tuple[str, str]] = set()
 
     def _say(
         self, sid: str, event: str, text: str, *, named: bool = True, **fields: object
@@ -434,6 +445,8 @@ class Controller:
             decision = decide_recovery(session, self.config.policy, now)
             if decision.action == "crash":
                 return self._halt(session, "mark_crashed", decision.reason)
+            if decision.action == "suspend":  # hung turns in a row: for an operator
+                return self._halt(session, "suspend", decision.reason)
             if decision.action == "wait" and decision.not_before is not None:
                 return _Next(not_before=decision.not_before)
             if decision.action == "recover_now" and decision.turn_id is not None:
@@ -488,7 +501,43 @@ class Controller:
             plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
             if isinstance(plan, Stop):
                 return _Next(stop=self._stopped(sid, plan))
+        if sid not in self._hosts_ready:
+            not_ready = self._host_not_ready(session)
+            if not_ready is not None:
+                return not_ready
         return session, plan, goal
+
+    def _host_not_ready(self, session: SessionState) -> _Next | None:
+        """Before a session's first turn in this run: can its agent CLI run it here
+        (binary, version, a key it will use: ``turnkeeper doctor``'s checks)? One that
+        cannot is suspended (``host_not_ready``) with the doctor's fix, before a turn is
+        accepted: no attempt spent, and the other sessions go on."""
+        sid, kind = session.session_id, session.host_kind
+        setup = (kind, json.dumps(session.host_config, sort_keys=True))
+        problems: list[Finding] = []
+        if setup not in self._ready_setups:
+            try:
+                problems = host_problems(kind, session.host_config)
+            except InvalidArgument as invalid:
+                # A config this host no longer accepts: its turn fails to load the host
+                # with the reason, under the bounded failure policy, as before.
+                log.warning("session %s: host readiness not checked: %s", sid, invalid)
+        if not problems:
+            self._ready_setups.add(setup)
+            self._hosts_ready.add(sid)
+            return None
+        found = describe(problems)
+        hint = f"then turnkeeper session resume {sid}"
+        self._say(
+            sid,
+            HOST_NOT_READY,
+            f"host {kind} is not ready here: {found}; {hint}",
+            host=kind,
+            findings=[p.model_dump(mode="json") for p in problems],
+        )
+        why = fit_title(f"{HOST_NOT_READY}: {found}")
+        stop, why = self.stops.halt(session, "suspend", why, stop=HOST_NOT_READY)
+        return _Next(stop=stop, reason=why)
 
     # --- stopping a session (runtime/control/session_stops.py) -----------------------------------
 

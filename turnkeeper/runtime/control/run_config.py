@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field, fields
 
 from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
+from turnkeeper.runtime.turn.brief import AgentLimits
 from turnkeeper.runtime.turn.driver import DriverConfig
 from turnkeeper.runtime.turn.lease_keeper import LEASE_SECONDS
 from turnkeeper.runtime.turn.runner_link import RunnerLink
@@ -36,6 +37,11 @@ class ControllerConfig(DriverConfig):
     def for_driver(self) -> DriverConfig:
         """The driver's part, its host loader routed through the runner when there is one."""
         mine = {f.name: getattr(self, f.name) for f in fields(DriverConfig)}
+        # The agent's brief states the bounds the control loop enforces.
+        mine["agent_limits"] = AgentLimits(
+            max_attempts=self.policy.max_attempts,
+            max_turns_without_progress=self.progress.max_turns_without_progress,
+        )
         runner = self.runner
         if runner is not None:
             mine["host_loader"] = runner.loader(None if runner.required else self.host_loader)

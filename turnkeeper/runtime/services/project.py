@@ -31,6 +31,11 @@ class Project:
         return self.root / STATE_DIR_NAME
 
     @property
+    def tools_dir(self) -> Path:
+        """Where the turns' tool channels live (turnkeeper/tools/channel.py)."""
+        return self.state_dir / "turns"
+
+    @property
     def database_url(self) -> str:
         override = os.environ.get("TURNKEEPER_DATABASE_URL")
         if override:

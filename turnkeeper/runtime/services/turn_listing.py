@@ -171,6 +171,45 @@ def list_turns(store: EventStore, session_id: str, *, with_events: bool = False)
     return list(turns.values())
 
 
+# Records of a session stream a turn's brief reads back: the end of the stream, where
+# the previous turn's receipt, write-back and last host events are. A turn takes a
+# handful of records (its events are journaled a hundred to a record), so the first
+# window nearly always holds it; a chatty one is looked for in the wider one.
+RECENT_RECORDS: Final = (40, 400)
+
+
+def recent_turn(store: EventStore, session_id: str, turn_id: str) -> TurnInfo | None:
+    """Turn ``turn_id`` as the last records of its session tell it (at most the wider
+    of :data:`RECENT_RECORDS`), host events included; None when its acceptance is not
+    among them. Bounded whatever the session's length."""
+    stream = session_stream(session_id)
+    head = store.head(stream)
+    for window in RECENT_RECORDS:
+        turn = _turn_after(store, stream, turn_id, max(0, head - window))
+        if turn is not None or head <= window:
+            return turn
+    return None
+
+
+def _turn_after(store: EventStore, stream: str, turn_id: str, after: int) -> TurnInfo | None:
+    turn: TurnInfo | None = None
+    for record in store.read_stream(stream, after_seq=after):
+        if not record.type.startswith("turn."):
+            continue
+        event = _decoded(record)
+        if isinstance(event, ev.TurnAccepted):
+            if event.envelope.turn_id == turn_id:
+                turn = TurnInfo(turn_id, 0, event.envelope, {"accepted": event.at})
+            continue
+        if getattr(event, "turn_id", None) != turn_id:
+            continue
+        if turn is None:
+            # Its acceptance lies before the window: the envelope is not needed here.
+            continue
+        _apply(turn, event, record.seq, True)
+    return turn
+
+
 def _apply(turn: TurnInfo, event: SessionEvent, stream_seq: int, with_events: bool) -> None:
     phase = PHASE_OF.get(event.type)
     if phase is not None:

@@ -73,6 +73,9 @@ class TurnCommits:
         self._clock = clock
         self._token = token
         self._retain = retain  # snapshots kept per session (None: the default)
+        # Told of each write-back once it is durable (``run`` shows its refusals).
+        self.written_back: Callable[[SessionState, TurnEnvelope, WriteBackResult], None] | None
+        self.written_back = None
 
     def intent(
         self, session: SessionState, envelope: TurnEnvelope, claim: GoalProposal | None
@@ -150,6 +153,8 @@ class TurnCommits:
                 self._session_plan(sid, session_commands),
             ],
         )
+        if self.written_back is not None:
+            self.written_back(session, envelope, note.result)
         return note.result
 
     def session(

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
+from turnkeeper.brief import TurnBrief
 from turnkeeper.crashpoints import crash_point
 from turnkeeper.effects import ProviderLoader, load_provider, split_host_config
 from turnkeeper.errors import TurnkeeperError
@@ -36,6 +38,7 @@ from turnkeeper.hosts import (
     load_host,
 )
 from turnkeeper.hosts.base import TurnLimits
+from turnkeeper.hosts.tree_cpu import TreeCpu
 from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.proposals import ClaimTodo
 from turnkeeper.kernel.session import (
@@ -58,6 +61,8 @@ from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.turn import event_pump
 from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult, parse_result
+from turnkeeper.runtime.turn.agent_side import AgentSide
+from turnkeeper.runtime.turn.brief import AgentLimits, instructions_of
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.turn.commits import TurnCommits
 from turnkeeper.runtime.turn.effects import EffectRunner, EffectsSummary
@@ -74,8 +79,10 @@ from turnkeeper.runtime.turn.lease_keeper import LEASE_SECONDS, LeaseKeeper, ren
 from turnkeeper.runtime.turn.run_progress import TurnWatcher
 from turnkeeper.runtime.turn.runner_link import Reattached, forget_turn
 from turnkeeper.runtime.turn.running_hosts import EndedHosts, RunningHost, RunningHosts
+from turnkeeper.runtime.turn.silence import SilenceWatch
 from turnkeeper.runtime.turn.writeback import (
     PreparedWriteBack,
+    WriteBackResult,
     claim_owner,
     needs_outside_work,
     prepare_write_back,
@@ -98,6 +105,10 @@ class DriverConfig:
 
     lease_seconds: float = LEASE_SECONDS
     host_timeout_seconds: int = 3600
+    # Seconds a running host may go without progress (an event other than a non-fatal
+    # error, or CPU in its process tree) before its tree is ended and its turn fails
+    # as ``hung`` (runtime/turn/silence.py). None or 0: never.
+    silence_timeout_seconds: float | None = 600.0
     # How a host kind becomes a Host: entry points by default; tests may inject.
     host_loader: HostLoader = load_host
     # How an effect provider kind becomes a provider (entry points by default).
@@ -109,6 +120,11 @@ class DriverConfig:
     turn_limits: TurnLimits = field(default_factory=TurnLimits)
     # When the controller acts (lease renewals); leases expire by the store's clock.
     clock: Clock = SYSTEM_CLOCK
+    # Where each turn's tool channel lives (turnkeeper/tools/channel.py; ``run`` uses the
+    # project's .turnkeeper/turns/). None: agents get no turnkeeper tools.
+    tools_dir: Path | None = None
+    # The session's bounds as its agent's brief states them.
+    agent_limits: AgentLimits = field(default_factory=AgentLimits)
 
 
 @dataclass(frozen=True)
@@ -155,10 +171,24 @@ class TurnDriver:
             self._config.lease_seconds / 3,
             self._config.clock,
         )
+        # The brief and the tool channel of each turn's agent.
+        silence = self._config.silence_timeout_seconds
+        self._agent = AgentSide(
+            sessions,
+            goals,
+            self._config.tools_dir,
+            replace(
+                self._config.agent_limits,
+                timeout_seconds=float(self._config.host_timeout_seconds),
+                silence_seconds=silence or None,
+            ),
+        )
         # Hosts running now, by turn id: what a second SIGINT ends (runtime/control/stopping.py).
         self._hosts = RunningHosts()
-        # Who is told of each host start and event as the pump sees it (``run``'s display).
+        # Who is told of each host start and event as the pump sees it, and of what each
+        # write-back refused (``run``'s display).
         self.watcher: TurnWatcher | None = None
+        self._commits.written_back = self._written_back
 
     # --- one turn -------------------------------------------------------------------
 
@@ -168,18 +198,32 @@ class TurnDriver:
         """Run one turn of ``spec``; ``goal``: the goal state it was planned on (read
         again when not given)."""
         sid = session.session_id
-        envelope = TurnEnvelope.create(
-            turn_id=new_turn_id(),
+        if goal is None:
+            goal = self._goals.load(session.goal_id)
+        turn_id = new_turn_id()
+        # The brief is built before the turn is accepted, so ``turn.accepted`` records
+        # exactly what the agent is told (its envelope's instructions).
+        draft = TurnEnvelope.create(
+            turn_id=turn_id,
             session_id=sid,
             generation=session.generation,
             goal_id=session.goal_id,
             spec=spec,
             contract=DEFAULT_CONTRACT,
         )
+        brief = self._agent.brief(session, draft, goal)
+        envelope = TurnEnvelope.create(
+            turn_id=turn_id,
+            session_id=sid,
+            generation=session.generation,
+            goal_id=session.goal_id,
+            spec=spec.model_copy(update={"instructions": instructions_of(brief)}),
+            contract=DEFAULT_CONTRACT,
+        )
         claim, todo_title = self._claim(session, envelope, goal)
         self._commits.intent(session, envelope, claim)
         crash_point("turn.accepted")
-        request = self._request(session, envelope, todo_title)
+        request = self._request(session, envelope, todo_title, brief)
         try:
             # The "effects" section is turnkeeper's (runtime/turn/effects.py), not the host's.
             host_config = split_host_config(session.host_config)
@@ -295,18 +339,20 @@ class TurnDriver:
         return ClaimTodo(todo_id=envelope.todo_id, owner=owner, lease_expires_at=until), title
 
     def _request(
-        self, session: SessionState, envelope: TurnEnvelope, todo_title: str | None
+        self,
+        session: SessionState,
+        envelope: TurnEnvelope,
+        todo_title: str | None,
+        brief: TurnBrief | None = None,
     ) -> TurnRequest:
-        instructions = envelope.instructions
-        if envelope.reconcile_note:
-            instructions = f"{instructions}\n\n{envelope.reconcile_note}"
+        server = self._agent.tool_server(session, envelope, brief) if brief is not None else None
         return TurnRequest(
             turn_id=envelope.turn_id,
             session_id=session.session_id,
             generation=session.generation,
             attempt=envelope.attempt,
             kind=envelope.kind,
-            instructions=instructions,
+            instructions=envelope.instructions,
             workspace=workspace_path(session.workspace),
             host_session_handle=session.host_session_handle
             if envelope.resume_host_session
@@ -315,6 +361,8 @@ class TurnDriver:
             todo_title=todo_title,
             timeout_seconds=self._config.host_timeout_seconds,
             limits=self._config.turn_limits,
+            brief=brief,
+            tools=server,
         )
 
     def _pump(
@@ -330,8 +378,11 @@ class TurnDriver:
         A batch goes to the journal by count, at once for an urgent event, and at the
         latest a second after its first event (runtime/turn/event_pump.py): the wait for
         the next event is bounded by that second, so a silent host's last line is
-        journaled while it stays silent. Each iteration consumes an event or empties
-        the batch, and the feed ends with the host's run: the loop is bounded."""
+        journaled while it stays silent. The wait is bounded by the silence watch too
+        (runtime/turn/silence.py): a host that makes no progress for the silence timeout
+        has its tree ended, and its turn fails as ``hung``. Each iteration consumes an
+        event or empties the batch, and the feed ends with the host's run: the loop is
+        bounded."""
         sid = session.session_id
         capped = CappedEvents(self._config.turn_limits, after_seq)
         batch = EventBatcher(max_events=EVENT_BATCH)
@@ -340,6 +391,8 @@ class TurnDriver:
         # told of, it may forget (events the cap dropped included: they are counted).
         ack: Callable[[int], object] | None = getattr(run, "ack", None)
         read = after_seq
+        silence = self._silence_watch(run)
+        hung: str | None = None  # what the silence watch saw, once it ended the host
 
         def journal(events: list[HostEvent]) -> None:
             started = start.take() if start is not None else []
@@ -358,12 +411,18 @@ class TurnDriver:
 
         def wait_seconds() -> float | None:
             events_wait = batch.wait_seconds()
-            return events_wait if start is None else start.wait_seconds(events_wait)
+            wait = events_wait if start is None else start.wait_seconds(events_wait)
+            if silence is None or hung is not None:
+                return wait
+            quiet = silence.wait_seconds(time.monotonic())
+            return quiet if wait is None else min(wait, quiet)
 
         self._watch("host_started", sid, envelope)
         with self.lease_keeper.keeping(sid):
             feed = feed_of(run, after_seq, envelope.turn_id)
             while (item := feed.next(timeout=wait_seconds())) is not None:
+                if silence is not None and hung is None:
+                    hung = self._hung(silence, item, run, envelope.turn_id)
                 if item is TIMED_OUT:
                     journal(batch.take())
                     continue
@@ -381,7 +440,37 @@ class TurnDriver:
                 pending.append(truncated)
             if pending or (ack is not None and read > after_seq):
                 journal(pending)
-            return _bounded_result(run.wait(timeout=None), self._config.turn_limits)
+            outcome = _bounded_result(run.wait(timeout=None), self._config.turn_limits)
+        if hung is not None and not outcome.succeeded:
+            # Ended by our kill (a signal): the receipt says why it was killed. A host
+            # that succeeded as it was being ended keeps its success.
+            outcome = outcome.model_copy(update={"error_kind": HostErrorKind.HUNG, "message": hung})
+        return outcome
+
+    @staticmethod
+    def _hung(
+        silence: SilenceWatch, item: HostEvent | object, run: HostRun, turn_id: str
+    ) -> str | None:
+        """Tell the watch what the feed gave (an event, or a wake-up); once the host is
+        hung, end its tree and say why. The feed then ends once the tree is gone, and
+        what the host printed until then is still journaled."""
+        now = time.monotonic()
+        if isinstance(item, HostEvent):
+            silence.saw(item, now)
+        hung = silence.expired(now)
+        if hung is not None:
+            log.info("turn %s: %s; ending its host", turn_id, hung)
+            run.kill_tree()
+        return hung
+
+    def _silence_watch(self, run: HostRun) -> SilenceWatch | None:
+        """The silence watch of ``run`` (None: not watched — no timeout, or a host that
+        runs inside this process and has no tree of its own to measure or end)."""
+        timeout = self._config.silence_timeout_seconds
+        identity = run.identity
+        if not timeout or identity.pid == os.getpid():
+            return None
+        return SilenceWatch(timeout, TreeCpu(identity).used_seconds, now=time.monotonic())
 
     def _watch(
         self, what: str, sid: str, envelope: TurnEnvelope, event: HostEvent | None = None
@@ -399,6 +488,18 @@ class TurnDriver:
         except Exception:
             log.exception("turn %s: the run display failed on %s", envelope.turn_id, what)
 
+    def _written_back(
+        self, session: SessionState, envelope: TurnEnvelope, result: WriteBackResult
+    ) -> None:
+        """Tell the watcher what a durable write-back refused (as :meth:`_watch`)."""
+        watcher = self.watcher
+        if watcher is None or not result.rejected:
+            return
+        try:
+            watcher.refused(session.session_id, envelope, result.rejected)
+        except Exception:
+            log.exception("turn %s: the run display failed on refusals", envelope.turn_id)
+
     # --- receipt, write-back, completion ------------------------------------------------
 
     def _finish(
@@ -413,6 +514,7 @@ class TurnDriver:
         sid = session.session_id
         started = start.take() if start is not None else []
         token = self._token(sid)
+        outcome = self._agent.with_tool_calls(envelope, outcome)
         outcome, parsed = checked_result(outcome)
         if parsed is not None:
             receipt: ReceiptSuccess | ReceiptFailure = ReceiptSuccess(

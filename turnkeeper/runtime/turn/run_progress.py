@@ -8,23 +8,26 @@ a program reads; the JSON form puts ``progress`` (that line) first and ``record`
 
 Records: ``session`` (recovered, backing off, stopped, ...), ``turn`` (a phase of
 a turn: ``started``, ``completed``, ``failed``), ``message`` (what the agent said),
-``host_silent`` (a host printed nothing for a while) and ``note`` (anything else,
-e.g. what a first Ctrl-C waits for). :class:`RunMonitor` turns the driver's view of
-each host (start, events) into ``turn``/``message`` records and finds silent hosts.
+``agent_error`` (an ``error`` event of the agent, fatal or not: Codex's "Reconnecting…
+2/5" while it cannot reach its model), ``refusal`` (a proposal of the turn's result
+the goal kernel refused at the write-back, with its reason), ``host_silent`` (a host
+printed nothing for a while) and ``note`` (anything else, e.g. what a first Ctrl-C
+waits for). :class:`RunMonitor` turns the driver's view of each host (start, events,
+refusals) into these records and finds silent hosts.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from turnkeeper.host_reports import HostEvent
-    from turnkeeper.kernel.session import TurnEnvelope
+    from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
 
 # Event kinds that carry what the agent says, and the field holding the text.
 MESSAGE_KINDS: Final = {"message": "text", "agent_message": "text", "output": "text"}
@@ -67,6 +70,12 @@ class TurnWatcher(Protocol):
 
     def host_event(self, session_id: str, turn_id: str, event: HostEvent) -> None: ...
 
+    def refused(
+        self, session_id: str, envelope: TurnEnvelope, rejected: Sequence[ProposalDecision]
+    ) -> None:
+        """What the goal kernel refused of the turn's result (its write-back is durable)."""
+        ...
+
 
 def duration(seconds: float) -> str:
     """``12s``, ``2m 0s``, ``1h 3m``: how long, as a person says it."""
@@ -78,6 +87,22 @@ def duration(seconds: float) -> str:
         return f"{minutes}m {secs}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes}m"
+
+
+def error_text(kind: str, data: Mapping[str, object]) -> tuple[str, bool] | None:
+    """The message of an agent's ``error`` event and whether it is fatal, or None."""
+    if kind != "error":
+        return None
+    message = data.get("message")
+    text = message.strip() if isinstance(message, str) and message.strip() else "(no message)"
+    return text[:MAX_MESSAGE_CHARS], data.get("fatal") is True
+
+
+def refused_part(turn_id: str, proposal_id: str) -> str:
+    """What of a turn's result a refusal is about: ``complete`` (its ``todo_done``),
+    ``proposal 0``, ``evidence 1``, ``result`` (the write-back's proposal ids,
+    runtime/turn/writeback.py)."""
+    return proposal_id.removeprefix(f"{turn_id}:").replace(":", " ")
 
 
 def message_text(kind: str, data: Mapping[str, object]) -> str | None:
@@ -157,6 +182,10 @@ class RunMonitor:
 
     def host_event(self, session_id: str, turn_id: str, event: HostEvent) -> None:
         now = self._clock()
+        error = error_text(event.kind, event.data)
+        if error is not None:
+            self._agent_error(session_id, turn_id, error, now)
+            return
         text = message_text(event.kind, event.data)
         with self._lock:
             turn = self._running.get(session_id)
@@ -192,6 +221,69 @@ class RunMonitor:
                         "kind": event.kind,
                         "text": text,
                         "elapsed_seconds": round(elapsed, 3),
+                    },
+                )
+            )
+
+    def _agent_error(
+        self, session_id: str, turn_id: str, error: tuple[str, bool], now: float
+    ) -> None:
+        """An ``error`` event: its own record, counted with the turn's messages (a
+        host retrying in a loop floods no screen either)."""
+        message, fatal = error
+        with self._lock:
+            turn = self._running.get(session_id)
+            if turn is None or turn.turn_id != turn_id:
+                return
+            turn.events += 1
+            turn.last_output = now
+            turn.warned_silent = False
+            turn.messages_reported += 1
+            count = turn.messages_reported
+            elapsed = turn.elapsed(now)
+        if count > MAX_MESSAGE_RECORDS_PER_TURN:
+            return  # the note that the rest is only in the journal came with the messages
+        which = "fatal error" if fatal else "error"
+        self._report(
+            RunRecord(
+                "agent_error",
+                f"{turn.label}: agent {which}: {message}",
+                session_id,
+                {
+                    "turn": turn_id,
+                    "todo": turn.todo_id,
+                    "message": message,
+                    "fatal": fatal,
+                    "elapsed_seconds": round(elapsed, 3),
+                },
+            )
+        )
+
+    def refused(
+        self, session_id: str, envelope: TurnEnvelope, rejected: Sequence[ProposalDecision]
+    ) -> None:
+        """One ``refusal`` record per proposal of the turn's result the kernel refused."""
+        label = envelope.todo_id or "goal"
+        turn_id = envelope.turn_id
+        for decision in rejected[:MAX_MESSAGE_RECORDS_PER_TURN]:
+            part = refused_part(turn_id, decision.proposal_id)
+            # The kernel's words, once: "... cannot be used: evidence_failed" ends with
+            # the reason the line already names.
+            first = next(iter(decision.message.splitlines()), "")[:MAX_MESSAGE_CHARS]
+            first = first.removesuffix(f": {decision.reason}")
+            why = f"{decision.reason} ({first})" if first else decision.reason
+            self._report(
+                RunRecord(
+                    "refusal",
+                    f"{label}: {part} refused: {why}",
+                    session_id,
+                    {
+                        "turn": turn_id,
+                        "todo": envelope.todo_id,
+                        "proposal": decision.proposal_id,
+                        "part": part,
+                        "reason": decision.reason,
+                        "message": decision.message,
                     },
                 )
             )

@@ -36,11 +36,15 @@ from pathlib import Path
 
 from turnkeeper.errors import AlreadyExists, TurnkeeperError
 from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide_goal, evolve_goal
+from turnkeeper.kernel.limits import TITLE_MAX_CHARS, output_tail
 from turnkeeper.kernel.progress import made_progress
 from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence, checked_input
 from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
 from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult
 from turnkeeper.runtime.workspaces.workspace import git_revision
+
+# The one formula for a result's evidence ids (the agent's tools resolve them with it).
+from turnkeeper.tools.calls import evidence_id
 
 EVIDENCE_TIMEOUT_SECONDS = 600
 
@@ -67,11 +71,6 @@ class PreparedWriteBack:
     evidence_ids: list[str] = field(default_factory=list)
     todo_done: bool = False
     rejected: list[ProposalDecision] = field(default_factory=list)
-
-
-def evidence_id(turn_id: str, n: int) -> str:
-    """The id the ``n``-th evidence item of a turn's result is recorded under."""
-    return f"ev-{turn_id}-{n}"
 
 
 def needs_outside_work(result: AgentResult) -> bool:
@@ -102,7 +101,7 @@ def prepare_write_back(
         prepared.evidence_ids.append(eid)
         if eid in recorded:  # written back before a crash: the check does not run again
             continue
-        exit_code, digest = _run_check(item.command, workspace)
+        exit_code, digest, tail = _run_check(item.command, workspace)
         try:
             # The result model holds the item to the kernel's limits; the revision is
             # read here, so a refusal is still this item's, never a failed write-back.
@@ -114,6 +113,7 @@ def prepare_write_back(
                     revision=git_revision(workspace),
                     exit_code=exit_code,
                     output_digest=digest,
+                    output_tail=tail,
                     freshness_seconds=item.freshness_seconds,
                 )
         except TurnkeeperError as error:
@@ -181,8 +181,9 @@ def _decide_one(
         out.accepted.append(ProposalDecision(proposal_id=pid, reason="already applied"))
         return state
     except TurnkeeperError as error:
-        # The kernel said no: recorded, not retried. The next turn sees the state.
-        out.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason))
+        # The kernel said no: recorded, not retried. The next turn's brief names it.
+        message = error.message[:TITLE_MAX_CHARS]
+        out.rejected.append(ProposalDecision(proposal_id=pid, reason=error.reason, message=message))
         return state
     for event in decided:
         state = evolve_goal(state, event)
@@ -191,7 +192,8 @@ def _decide_one(
     return state
 
 
-def _run_check(command: str, workspace: Path) -> tuple[int, str]:
+def _run_check(command: str, workspace: Path) -> tuple[int, str, str]:
+    """The check's exit code, its output's digest and its output's tail."""
     try:
         proc = subprocess.run(
             command,
@@ -203,5 +205,6 @@ def _run_check(command: str, workspace: Path) -> tuple[int, str]:
         )
     except subprocess.TimeoutExpired as exc:
         output = (exc.stdout or b"") + (exc.stderr or b"")
-        return 124, hashlib.sha256(output).hexdigest()
-    return proc.returncode, hashlib.sha256(proc.stdout + proc.stderr).hexdigest()
+        return 124, hashlib.sha256(output).hexdigest(), output_tail(output)
+    output = proc.stdout + proc.stderr
+    return proc.returncode, hashlib.sha256(output).hexdigest(), output_tail(output)

@@ -1,0 +1,338 @@
+"""Building a turn's brief (turnkeeper/brief.py) from the durable state, at the turn's start.
+
+Replayed from the log: the goal, its acceptance, the todo and its lineage, the
+gates, the replan obligations, the evidence records and what the previous turn was
+refused. Probed again now: the workspace's revision and its uncommitted changes (an
+old receipt proves the past, not the present). After a lost turn, the brief lists
+what that turn had started (its journaled commands and tool calls), so the agent
+reconciles before it redoes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from turnkeeper.brief import (
+    MAX_LISTED,
+    CriterionBrief,
+    EvidenceNeed,
+    FailedCheck,
+    GateBrief,
+    GoalBrief,
+    LostTurn,
+    ObligationBrief,
+    PreviousAttempt,
+    Refusal,
+    StopConditions,
+    TodoBrief,
+    TodoRef,
+    TurnBrief,
+    WorkCounts,
+    WorkspaceProbe,
+    clip,
+    clip_tail,
+    render,
+)
+from turnkeeper.errors import TurnkeeperError
+from turnkeeper.json_types import JsonValue
+from turnkeeper.kernel import GoalState
+from turnkeeper.kernel.audit import missing_vision_checkpoints
+from turnkeeper.kernel.limits import TEXT_MAX_CHARS
+from turnkeeper.kernel.model import Evidence, GateStatus, Todo, TodoStatus
+from turnkeeper.kernel.session import SessionState, TurnEnvelope
+from turnkeeper.runtime.services.turn_listing import JournaledEvent, TurnInfo
+from turnkeeper.runtime.workspaces.gitcmd import git
+from turnkeeper.runtime.workspaces.workspace import git_revision
+from turnkeeper.vocabulary import TurnKind
+
+# What must be probed again rather than trusted from the log (seed 001), told after a
+# turn that did not complete and on every continuation.
+REPROBE = (
+    "the worktree (git status and HEAD)",
+    "CI or pull-request state",
+    "external systems you changed",
+    "the time and any monitor that is due",
+)
+# A rendered brief is recorded as the turn's instructions; a brief is a few kilobytes,
+# its lists bounded, so this is a backstop the kernel's text limit makes a hard one.
+INSTRUCTIONS_MAX_CHARS = TEXT_MAX_CHARS
+# Host events of a lost turn that say what it started.
+_ACTION_KINDS = frozenset({"command.started", "command.completed", "tool.started", "message"})
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    """The bounds a session runs under, as its agent is told them (None: not known)."""
+
+    max_attempts: int | None = None
+    max_turns_without_progress: int | None = None
+    timeout_seconds: float | None = None
+    silence_seconds: float | None = None
+
+
+def build_brief(
+    *,
+    envelope: TurnEnvelope,
+    session: SessionState,
+    goal: GoalState,
+    now: datetime,
+    previous: TurnInfo | None,
+    workspace: Path,
+    limits: AgentLimits,
+    tools: Sequence[str] = (),
+    unapplied_calls: Sequence[str] = (),
+) -> TurnBrief:
+    """The brief of the turn ``envelope`` is about to run. ``previous``: the session's
+    last ended turn as its records tell it (None: no earlier turn, or out of reach);
+    ``unapplied_calls``: the tool calls that turn journaled, when it failed or was lost
+    (so none was applied)."""
+    todo = goal.todos.get(envelope.todo_id) if envelope.todo_id else None
+    commands = _evidence_commands(session.host_config, todo)
+    lost = _lost_turn(previous, unapplied_calls)
+    return TurnBrief(
+        turn_id=envelope.turn_id,
+        session_id=session.session_id,
+        kind=envelope.kind,
+        attempt=envelope.attempt,
+        goal=_goal(goal),
+        todo=_todo(goal, todo, commands, now) if todo is not None else None,
+        work=_work(goal, envelope.todo_id),
+        previous=_previous(goal, previous, envelope, unapplied_calls),
+        **_gates(goal),
+        **_replan(goal),
+        vision_due=missing_vision_checkpoints(goal)[:MAX_LISTED],
+        lost_turn=lost,
+        note=clip(envelope.reconcile_note, 2000) if envelope.reconcile_note else None,
+        reprobe=list(REPROBE) if _reprobe(envelope, previous) else [],
+        workspace=probe(workspace, now),
+        stop=StopConditions(
+            stop_condition=envelope.contract.stop_condition,
+            attempt=envelope.attempt,
+            max_attempts=limits.max_attempts,
+            turns_without_progress=session.turns_without_progress,
+            max_turns_without_progress=limits.max_turns_without_progress,
+            timeout_seconds=limits.timeout_seconds,
+            silence_seconds=limits.silence_seconds,
+        ),
+        tools=list(tools),
+    )
+
+
+def _goal(state: GoalState) -> GoalBrief:
+    goal = state.goal
+    criteria = [CriterionBrief(id=c.id, text=clip(c.text), met=c.met) for c in goal.criteria]
+    return GoalBrief(
+        id=goal.id,
+        title=clip(goal.title),
+        objective=clip(goal.objective, 2000),
+        criteria=criteria[:MAX_LISTED],
+        criteria_more=max(0, len(criteria) - MAX_LISTED),
+    )
+
+
+def _ref(todo: Todo) -> TodoRef:
+    return TodoRef(id=todo.id, title=clip(todo.title), status=todo.status.value)
+
+
+def _todo(state: GoalState, todo: Todo, commands: Mapping[str, str], now: datetime) -> TodoBrief:
+    deps = [state.todos[d] for d in todo.depends_on if d in state.todos]
+    return TodoBrief(
+        id=todo.id,
+        title=clip(todo.title),
+        status=todo.status.value,
+        depends_on=[_ref(d) for d in deps[:MAX_LISTED]],
+        required_evidence=[
+            _need(state.latest_evidence(key), key, commands.get(key), now)
+            for key in todo.required_evidence[:MAX_LISTED]
+        ],
+        successor_required=todo.successor_required,
+        successor_of=todo.successor_of,
+    )
+
+
+def _need(record: Evidence | None, key: str, command: str | None, now: datetime) -> EvidenceNeed:
+    if record is None:
+        return EvidenceNeed(key=key, status="missing", command=command)
+    status = "failed" if not record.passed else ("passed" if record.is_fresh(now) else "stale")
+    return EvidenceNeed(
+        key=key,
+        status=status,
+        command=command or record.command,
+        exit_code=record.exit_code,
+        recorded_at=record.recorded_at,
+        revision=record.revision,
+        output_tail=clip_tail(record.output_tail) if status == "failed" else "",
+    )
+
+
+def _evidence_commands(config: Mapping[str, JsonValue], todo: Todo | None) -> dict[str, str]:
+    """The commands the session's host config names for the todo's evidence keys (an
+    agent CLI host's ``evidence`` map: by todo id, by title, or ``*``)."""
+    table = config.get("evidence")
+    if todo is None or not isinstance(table, dict):
+        return {}
+    for name in (todo.id, todo.title, "*"):
+        specs = table.get(name)
+        if isinstance(specs, list):
+            return {
+                str(spec["key"]): str(spec["command"])
+                for spec in specs
+                if isinstance(spec, dict) and "key" in spec and "command" in spec
+            }
+    return {}
+
+
+def _work(state: GoalState, current: str | None) -> WorkCounts:
+    others = [t for t in state.todos.values() if t.id != current]
+    counts = {status: 0 for status in TodoStatus}
+    for todo in others:
+        counts[todo.status] += 1
+    unfinished = [t for t in others if t.status in (TodoStatus.OPEN, TodoStatus.CLAIMED)]
+    return WorkCounts(
+        open=counts[TodoStatus.OPEN],
+        claimed=counts[TodoStatus.CLAIMED],
+        done=counts[TodoStatus.DONE],
+        blocked=counts[TodoStatus.BLOCKED],
+        superseded=counts[TodoStatus.SUPERSEDED],
+        listed=[_ref(t) for t in unfinished[:MAX_LISTED]],
+        listed_more=max(0, len(unfinished) - MAX_LISTED),
+    )
+
+
+def _gates(state: GoalState) -> dict[str, list[GateBrief] | int]:
+    """Open gates first, then the resolved ones, newest first (their decisions matter)."""
+    ordered = sorted(
+        state.gates.values(),
+        key=lambda g: (g.status is not GateStatus.OPEN, -g.opened_at.timestamp()),
+    )
+    gates = [
+        GateBrief(
+            id=g.id,
+            title=clip(g.title),
+            blocking=g.blocking,
+            scope=g.scope[:MAX_LISTED],
+            status=g.status.value,
+            decision=clip(g.resolution.decision) if g.resolution else None,
+            decided_by=clip(g.resolution.by) if g.resolution else None,
+        )
+        for g in ordered
+    ]
+    return {"gates": gates[:MAX_LISTED], "gates_more": max(0, len(gates) - MAX_LISTED)}
+
+
+def _replan(state: GoalState) -> dict[str, list[ObligationBrief] | int]:
+    open_ = state.open_obligations()
+    listed = [
+        ObligationBrief(id=o.id, trigger=o.trigger.value, subject=o.subject, detail=clip(o.detail))
+        for o in open_[:MAX_LISTED]
+    ]
+    return {"replan": listed, "replan_more": max(0, len(open_) - MAX_LISTED)}
+
+
+def _what(proposal_id: str, turn_id: str) -> str:
+    """A refused part of a turn named as a person reads it (``turn-x:proposal:2`` ->
+    ``proposal 2``, ``turn-x:complete`` -> ``completing the todo``)."""
+    part = proposal_id.removeprefix(f"{turn_id}:")
+    if part == "complete":
+        return "completing the todo"
+    if part == "result":
+        return "the turn's result"
+    return part.replace(":", " ")
+
+
+def _previous(
+    state: GoalState, turn: TurnInfo | None, envelope: TurnEnvelope, calls: Sequence[str]
+) -> PreviousAttempt | None:
+    """What refused or failed the previous turn on the same work (None: nothing did)."""
+    if turn is None or turn.envelope.todo_id != envelope.todo_id:
+        return None
+    refusals = []
+    if turn.written_back is not None:
+        refusals = [
+            Refusal(
+                what=_what(d.proposal_id, turn.turn_id),
+                reason=d.reason,
+                detail=clip(d.message),
+            )
+            for d in turn.written_back.rejected[:MAX_LISTED]
+        ]
+    prefix = f"ev-{turn.turn_id}-"
+    failed = [
+        FailedCheck(
+            key=e.key,
+            command=clip(e.command),
+            exit_code=e.exit_code,
+            output_tail=clip_tail(e.output_tail),
+        )
+        for e in state.evidence.values()
+        if e.id.startswith(prefix) and not e.passed
+    ]
+    host_error = clip(turn.reason, 1000) if turn.outcome == "failed" and turn.reason else None
+    if not refusals and not failed and host_error is None:
+        return None
+    return PreviousAttempt(
+        turn_id=turn.turn_id,
+        outcome=turn.outcome,
+        refusals=refusals,
+        failed_checks=failed[:MAX_LISTED],
+        host_error=host_error,
+        unapplied_calls=list(calls[-MAX_LISTED:]) if host_error is not None else [],
+    )
+
+
+def _lost_turn(turn: TurnInfo | None, calls: Sequence[str]) -> LostTurn | None:
+    if turn is None or turn.outcome != "lost":
+        return None
+    actions = [_action(e) for e in turn.events if e.kind in _ACTION_KINDS]
+    actions += [f"called turnkeeper tool {call}" for call in calls]
+    kept = actions[-MAX_LISTED:]
+    return LostTurn(
+        turn_id=turn.turn_id,
+        cause=clip(turn.reason or "lost"),
+        actions=kept,
+        actions_more=len(actions) - len(kept),
+    )
+
+
+def _action(event: JournaledEvent) -> str:
+    data = event.data
+    if event.kind == "command.started":
+        return clip(f"started command: {data.get('command')}")
+    if event.kind == "command.completed":
+        return clip(f"command finished (exit {data.get('exit_code')}): {data.get('command')}")
+    if event.kind == "tool.started":
+        return clip(f"called tool {data.get('tool') or data.get('name')}: {data.get('arguments')}")
+    return clip(f"said: {data.get('text')}")
+
+
+def _reprobe(envelope: TurnEnvelope, previous: TurnInfo | None) -> bool:
+    if envelope.kind in (TurnKind.CONTINUATION, TurnKind.RETRY):
+        return True
+    return previous is not None and previous.outcome in ("failed", "lost", "abandoned")
+
+
+def probe(workspace: Path, now: datetime) -> WorkspaceProbe:
+    """The workspace's revision and uncommitted changes, read from git now."""
+    try:
+        status = git(workspace, "status", "--porcelain", check=False)
+    except TurnkeeperError:
+        return WorkspaceProbe(path=str(workspace), probed_at=now)
+    if status.returncode != 0:
+        return WorkspaceProbe(path=str(workspace), probed_at=now)
+    lines = [ln for ln in status.stdout.splitlines() if ln.strip()]
+    return WorkspaceProbe(
+        path=str(workspace),
+        revision=git_revision(workspace),
+        dirty=bool(lines),
+        changed=[clip(ln, 200) for ln in lines[:MAX_LISTED]],
+        changed_more=max(0, len(lines) - MAX_LISTED),
+        probed_at=now,
+    )
+
+
+def instructions_of(brief: TurnBrief) -> str:
+    """The brief's text as a turn's instructions: within what an envelope records."""
+    return clip(render(brief), INSTRUCTIONS_MAX_CHARS)

@@ -1,0 +1,436 @@
+"""A turn's tool channel: the folder through which one turn's agent reaches its tools.
+
+The control plane opens a channel when a turn starts (:meth:`ToolChannels.open`): a
+folder ``<root>/<turn id>/`` (0700) holding what the tools read — the turn
+(``turn.json``), the goal as it stood when the turn started (``goal.json``), the brief
+(``brief.json``) — and the sha256 of a fresh capability token (``token.sha256``). The
+token itself goes only into the environment of the turn's tool server
+(:data:`~turnkeeper.hosts.base.TOOLS_TOKEN_ENV`), next to the folder's path
+(:data:`~turnkeeper.hosts.base.TOOLS_DIR_ENV`).
+
+A call is admitted only by :func:`attach`: the folder exists, the token hashes to the
+folder's, and the turn has not ended (no ``closed`` marker) — else ``PERMISSION_DENIED``
+and nothing is written. Admitted calls append one line each to ``calls.jsonl`` under an
+exclusive ``flock`` (two servers may run for one turn), fsync'd before the agent hears
+back. :meth:`ToolChannels.close` takes the same lock to write the marker, so once it
+returns no call can land, and :meth:`ToolChannels.calls` reads every call the turn made.
+
+Every file but the journal is written whole (a temporary file, fsync, rename, fsync of
+the folder): a crash leaves the old file or the new one, never half of one. A crash in
+the middle of an append leaves a torn last line: readers skip it and count it, and the
+next append ends it first so it cannot swallow the line after it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Final, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from turnkeeper.brief import TurnBrief
+from turnkeeper.errors import DataLoss, FailedPrecondition, InvalidArgument, PermissionDenied
+from turnkeeper.hosts.base import TOOLS_DIR_ENV, TOOLS_TOKEN_ENV, ToolServer
+from turnkeeper.json_types import json_object
+from turnkeeper.kernel.model import GoalState
+from turnkeeper.tools.calls import TOOL_CALL_ADAPTER, TOOL_NAMES, ToolCall
+
+__all__ = [
+    "CHANNEL_VERSION",
+    "KEEP_CHANNELS",
+    "TOOL_NAMES",
+    "Channel",
+    "ChannelTurn",
+    "JournaledCalls",
+    "ToolChannels",
+    "attach",
+    "parse_journal",
+]
+
+_log = logging.getLogger(__name__)
+
+CHANNEL_VERSION: Final = 1
+#: Channel folders kept under a root; older closed ones are deleted on open.
+KEEP_CHANNELS: Final = 200
+# How far below KEEP_CHANNELS a prune goes: the walk over the channels comes that rarely.
+PRUNE_SLACK: Final = 50
+
+TURN_FILE: Final = "turn.json"
+GOAL_FILE: Final = "goal.json"
+BRIEF_FILE: Final = "brief.json"
+TOKEN_FILE: Final = "token.sha256"
+CALLS_FILE: Final = "calls.jsonl"
+CLOSED_FILE: Final = "closed"
+
+_PRIVATE_DIR = 0o700
+_PRIVATE_FILE = 0o600
+
+
+def _folder_name(turn_id: str) -> str:
+    """``turn_id`` if it names one folder under the root: no separator, no whitespace,
+    no dot-only name, bounded."""
+    if turn_id in ("", ".", "..") or len(turn_id) > 200 or re.search(r"[/\s=\x00]", turn_id):
+        raise ValueError("a turn id names one folder: no '/', whitespace, '=' or NUL")
+    return turn_id
+
+
+class ChannelTurn(BaseModel):
+    """The turn a channel serves, as its tools need to know it (``turn.json``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = CHANNEL_VERSION
+    # The folder's name: one path component (see _folder_name).
+    turn_id: Annotated[str, AfterValidator(_folder_name)]
+    session_id: str = Field(min_length=1)
+    goal_id: str = Field(min_length=1)
+    todo_id: str | None = None
+    # The owner the session's todo claims carry (writeback.claim_owner: session:<id>),
+    # and the epoch of this turn's claim on its todo (None: whatever the goal holds).
+    claim_owner: str = Field(min_length=1)
+    claim_epoch: int | None = None
+    workspace: Path
+    opened_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class JournaledCalls:
+    """A turn's calls in order, and how many torn lines (a crash mid-append) were skipped."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    torn: int = 0
+
+
+def _sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole, durably (0600): temporary file, fsync, rename,
+    fsync of the folder."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _PRIVATE_FILE)
+    try:
+        view = memoryview(data)
+        while view:  # bounded: every write takes at least one byte or raises
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _make_private_dirs(path: Path) -> None:
+    """Create ``path`` and each missing parent with mode 0700 (``Path.mkdir(parents=True)``
+    gives the parents the default mode, readable by everyone)."""
+    missing: list[Path] = []
+    for candidate in (path, *path.parents):  # bounded: the path's depth
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=_PRIVATE_DIR)
+        except FileExistsError:
+            continue  # another process made it in between: it is there, as wanted
+        os.chmod(directory, _PRIVATE_DIR)  # the umask may have taken bits off
+        _fsync_dir(directory.parent)
+
+
+def parse_journal(data: bytes) -> JournaledCalls:
+    """The calls of a ``calls.jsonl``'s bytes. A line that is not JSON is torn (a crash
+    mid-append; the next append ends it with a newline): skipped and counted. A JSON
+    line that is not a call (damaged, or written by a later version) is ``DATA_LOSS``:
+    a call must never vanish in silence."""
+    calls: list[ToolCall] = []
+    torn = 0
+    for n, line in enumerate(data.split(b"\n")):  # bounded: the file's lines
+        if not line.strip():
+            continue
+        try:
+            raw = json_object(line)
+        except ValueError:  # not UTF-8, not JSON, or not an object: cut short
+            torn += 1
+            continue
+        try:
+            calls.append(TOOL_CALL_ADAPTER.validate_python(raw))
+        except ValidationError as exc:
+            raise DataLoss(
+                f"line {n + 1} of the tool call journal is not a call this version reads",
+                reason="unreadable_tool_call",
+                details={"line": n + 1, "errors": exc.error_count()},
+            ) from None
+    return JournaledCalls(calls=calls, torn=torn)
+
+
+@contextmanager
+def _locked(path: Path, operation: int) -> Iterator[int]:
+    """``path`` opened for appending and held under ``flock(operation)``."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        fcntl.flock(fd, operation)
+        yield fd
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _read_fd(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0) if size else b""
+
+
+class ToolChannels:
+    """The channels under one root folder (the control plane's side)."""
+
+    def __init__(self, root: Path, keep: int = KEEP_CHANNELS) -> None:
+        self.root = root
+        self.keep = keep
+
+    def path(self, turn_id: str) -> Path:
+        return self.root / turn_id
+
+    def open(self, turn: ChannelTurn, brief: TurnBrief, goal: GoalState) -> ToolServer:
+        """Open ``turn``'s channel and return the tool server its agent starts.
+
+        Opening a channel that exists and has not been closed opens it again: its files
+        and its token are replaced (the old token stops working), its journal is kept. A
+        closed one is refused (``FAILED_PRECONDITION``, ``channel_closed``): its turn
+        ended. The oldest closed channels beyond ``keep`` are deleted.
+        """
+        if brief.turn_id != turn.turn_id:
+            raise InvalidArgument(
+                f"the brief is turn {brief.turn_id!r}'s, not {turn.turn_id!r}'s",
+                reason="brief_turn_mismatch",
+            )
+        folder = self.path(turn.turn_id)
+        if (folder / CLOSED_FILE).exists():
+            raise FailedPrecondition(
+                f"turn {turn.turn_id}'s tool channel is closed: the turn has ended",
+                reason="channel_closed",
+                details={"turn_id": turn.turn_id},
+            )
+        _make_private_dirs(folder)
+        token = secrets.token_hex(32)
+        write_atomic(folder / TURN_FILE, turn.model_dump_json().encode())
+        write_atomic(folder / GOAL_FILE, goal.model_dump_json().encode())
+        write_atomic(folder / BRIEF_FILE, brief.model_dump_json().encode())
+        calls = folder / CALLS_FILE
+        if not calls.exists():
+            os.close(os.open(calls, os.O_WRONLY | os.O_CREAT, _PRIVATE_FILE))
+            _fsync_dir(folder)
+        # The token last: a server holding it finds every other file in place.
+        write_atomic(folder / TOKEN_FILE, _sha256(token).encode())
+        self._prune(keep=folder)
+        return ToolServer(
+            command=[sys.executable, "-m", "turnkeeper.cli.main", "mcp"],
+            env={TOOLS_DIR_ENV: str(folder), TOOLS_TOKEN_ENV: token},
+            names=list(TOOL_NAMES),
+        )
+
+    def close(self, turn_id: str) -> None:
+        """End the turn's channel: every later call is refused. Idempotent; a channel
+        that does not exist is fine. Under the journal's lock, so a call in flight either
+        landed before or is refused."""
+        folder = self.path(turn_id)
+        if not folder.is_dir() or (folder / CLOSED_FILE).exists():
+            return
+        calls = folder / CALLS_FILE
+        if not calls.exists():  # a channel whose open did not finish: nothing to wait for
+            write_atomic(folder / CLOSED_FILE, b"closed\n")
+            return
+        with _locked(calls, fcntl.LOCK_EX):
+            write_atomic(folder / CLOSED_FILE, b"closed\n")
+
+    def read_calls(self, turn_id: str) -> JournaledCalls:
+        """The turn's journaled calls in order, with the count of torn lines skipped.
+        A turn that had no channel (or whose channel was pruned) made no calls."""
+        calls = self.path(turn_id) / CALLS_FILE
+        if not calls.exists():
+            return JournaledCalls()
+        with _locked(calls, fcntl.LOCK_SH) as fd:
+            return parse_journal(_read_fd(fd))
+
+    def calls(self, turn_id: str) -> list[ToolCall]:
+        """The turn's journaled calls in order; a torn line is skipped and logged."""
+        journaled = self.read_calls(turn_id)
+        if journaled.torn:
+            _log.warning(
+                "turn %s: %d torn line(s) skipped in its tool call journal (a crash mid-append)",
+                turn_id,
+                journaled.torn,
+            )
+        return journaled.calls
+
+    def _prune(self, keep: Path) -> None:
+        """Delete the oldest closed channels beyond ``self.keep`` (by when each was opened).
+        Only folders holding a channel's ``turn.json`` count: nothing else is touched.
+
+        Run at every open, so it costs one directory listing while the root holds no
+        more than ``keep`` entries, and walks the channels only past that — then down
+        to ``keep`` less a quarter (at most ``PRUNE_SLACK``), so the walk comes that
+        many turns apart.
+        Several controllers may prune one root at once: a channel another one deleted
+        first is simply gone."""
+        if len(os.listdir(self.root)) <= self.keep:
+            return
+        channels: list[tuple[float, Path]] = []
+        for entry in self.root.iterdir():  # bounded: the root's entries
+            turn_file = entry / TURN_FILE
+            if entry.is_symlink() or not entry.is_dir():
+                continue
+            try:
+                channels.append((turn_file.stat().st_mtime, entry))
+            except FileNotFoundError:  # not a channel, or pruned by another controller
+                continue
+        channels.sort(reverse=True)
+        for _, folder in channels[self.keep - min(PRUNE_SLACK, self.keep // 4) :]:
+            if folder != keep and (folder / CLOSED_FILE).exists():
+                shutil.rmtree(folder, onerror=_gone_is_fine)
+
+
+def _gone_is_fine(
+    function: Callable[..., object],
+    path: str,
+    error: tuple[type[BaseException], BaseException, object],
+) -> None:
+    """``rmtree``'s error handler: a file another pruning controller removed first is
+    what we wanted; anything else is raised."""
+    if not isinstance(error[1], FileNotFoundError):
+        raise error[1]
+
+
+# --- the tool server's side ----------------------------------------------------------
+
+
+class Channel:
+    """A channel a call was admitted to (by :func:`attach`)."""
+
+    def __init__(self, folder: Path, turn: ChannelTurn, token_digest: str) -> None:
+        self.folder = folder
+        self.turn = turn
+        self._token_digest = token_digest
+
+    def goal(self) -> GoalState:
+        """The goal as it stood when the turn started."""
+        return GoalState.model_validate_json((self.folder / GOAL_FILE).read_bytes())
+
+    def brief(self) -> TurnBrief:
+        return TurnBrief.model_validate_json((self.folder / BRIEF_FILE).read_bytes())
+
+    def read(self) -> JournaledCalls:
+        with _locked(self.folder / CALLS_FILE, fcntl.LOCK_SH) as fd:
+            return parse_journal(_read_fd(fd))
+
+    @contextmanager
+    def journal(self) -> Iterator[Journal]:
+        """The journal, locked for one call: its calls so far, and :meth:`Journal.append`.
+        Refused (``PERMISSION_DENIED``) if the turn ended meanwhile (``turn_ended``) or its
+        channel was opened again with a new token (``not_this_turn``)."""
+        with _locked(self.folder / CALLS_FILE, fcntl.LOCK_EX) as fd:
+            # Checked again under the lock close() and open() write under: a call admitted
+            # before the turn ended (or its channel was opened again) lands no line after.
+            _refuse_if_closed(self.folder, self.turn.turn_id)
+            _refuse_unless_token(self.folder, self.turn.turn_id, self._token_digest)
+            data = _read_fd(fd)
+            yield Journal(
+                fd, parse_journal(data).calls, torn_tail=bool(data) and data[-1:] != b"\n"
+            )
+
+
+class Journal:
+    """One call's hold on the journal: the calls before it, and the append."""
+
+    def __init__(self, fd: int, calls: list[ToolCall], *, torn_tail: bool) -> None:
+        self._fd = fd
+        self.calls = calls
+        self._torn_tail = torn_tail
+        self.appended = False
+
+    def append(self, call: ToolCall) -> None:
+        """One line for ``call``, on disk before this returns."""
+        if self.appended:
+            raise RuntimeError("one append per hold on the journal")
+        line = TOOL_CALL_ADAPTER.dump_json(call) + b"\n"
+        # A torn tail (a crash mid-append) is ended first, so it stays a line of its own.
+        data = (b"\n" if self._torn_tail else b"") + line
+        view = memoryview(data)
+        while view:  # bounded: every write takes at least one byte or raises
+            view = view[os.write(self._fd, view) :]
+        os.fsync(self._fd)
+        self.appended = True
+
+
+def _refuse_if_closed(folder: Path, turn_id: str) -> None:
+    if (folder / CLOSED_FILE).exists():
+        raise PermissionDenied(
+            f"turn {turn_id} has ended: its turnkeeper tools take no more calls",
+            reason="turn_ended",
+            details={"turn_id": turn_id},
+        )
+
+
+def attach(env: Mapping[str, str]) -> Channel:
+    """The channel ``env`` names, if its capability is this turn's and the turn has not
+    ended; else ``PERMISSION_DENIED`` saying which (``no_channel``, ``not_this_turn``,
+    ``turn_ended``). Reads only."""
+    where = env.get(TOOLS_DIR_ENV, "")
+    if not where:
+        raise PermissionDenied(
+            f"no turnkeeper tool channel: {TOOLS_DIR_ENV} is not set (the tools work only "
+            "inside a turn turnkeeper started)",
+            reason="no_channel",
+        )
+    folder = Path(where)
+    try:
+        expected = (folder / TOKEN_FILE).read_text().strip()
+        turn = ChannelTurn.model_validate_json((folder / TURN_FILE).read_bytes())
+    except (OSError, ValidationError):
+        raise PermissionDenied(
+            f"no turnkeeper tool channel at {folder}", reason="no_channel"
+        ) from None
+    token = env.get(TOOLS_TOKEN_ENV, "")
+    digest = _sha256(token)
+    if not token or not hmac.compare_digest(digest, expected):
+        raise _not_this_turn(turn.turn_id)
+    _refuse_if_closed(folder, turn.turn_id)
+    return Channel(folder, turn, digest)
+
+
+def _not_this_turn(turn_id: str) -> PermissionDenied:
+    return PermissionDenied(
+        f"{TOOLS_TOKEN_ENV} is not turn {turn_id}'s capability: this server was started "
+        "for another turn, or without one",
+        reason="not_this_turn",
+        details={"turn_id": turn_id},
+    )
+
+
+def _refuse_unless_token(folder: Path, turn_id: str, digest: str) -> None:
+    try:
+        expected = (folder / TOKEN_FILE).read_text().strip()
+    except OSError:
+        raise _not_this_turn(turn_id) from None
+    if not hmac.compare_digest(digest, expected):
+        raise _not_this_turn(turn_id)
