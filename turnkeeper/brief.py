@@ -187,6 +187,10 @@ class TurnBrief(_Part):
     goal: GoalBrief
     todo: TodoBrief | None = None
     work: WorkCounts = WorkCounts()
+    # The latest record of each evidence key the goal holds, newest first: what a
+    # criterion can be met with (``meet_criterion``) and what is failing.
+    evidence: list[EvidenceNeed] = Field(default_factory=list)
+    evidence_more: int = 0
     previous: PreviousAttempt | None = None
     gates: list[GateBrief] = Field(default_factory=list)
     gates_more: int = 0
@@ -274,6 +278,9 @@ def render(brief: TurnBrief) -> str:
         if todo.successor_required:
             out.append("Completing it requires a successor todo.")
     out += _work(brief.work)
+    if brief.evidence:
+        out += ["", "## Other evidence on record (the latest of each key)"]
+        out += [_evidence_line(n) for n in brief.evidence] + _more(brief.evidence_more)
     out += _gates_and_replan(brief)
     out += _workspace(brief)
     out += _stop(brief)

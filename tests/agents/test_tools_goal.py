@@ -172,6 +172,7 @@ def test_a_cli_agent_works_a_goal_through_the_tools(
     assert audit["terminal"] is True, audit
     replan = next(p for p in _prompts(kit.server.model_requests()) if "Replan the goal" in p)
     assert obligation["id"] in replan, replan
+    assert "`c-done`: passed" in replan, replan  # what a criterion could be met with
     gate_seen = next(p for p in _prompts(kit.server.model_requests()) if "todo t-c: write C" in p)
     assert "decided 'approved' by alice" in gate_seen, gate_seen
     del sid

@@ -37,6 +37,7 @@ from turnkeeper.brief import (
     render,
 )
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.hosts.base import TOOLS_SERVER_NAME
 from turnkeeper.json_types import JsonValue
 from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.audit import missing_vision_checkpoints
@@ -100,6 +101,7 @@ def build_brief(
         goal=_goal(goal),
         todo=_todo(goal, todo, commands, now) if todo is not None else None,
         work=_work(goal, envelope.todo_id),
+        **_evidence(goal, set(todo.required_evidence) if todo is not None else set(), now),
         previous=_previous(goal, previous, envelope, unapplied_calls),
         **_gates(goal),
         **_replan(goal),
@@ -166,6 +168,26 @@ def _need(record: Evidence | None, key: str, command: str | None, now: datetime)
         revision=record.revision,
         output_tail=clip_tail(record.output_tail) if status == "failed" else "",
     )
+
+
+def _evidence(
+    state: GoalState, shown: set[str], now: datetime
+) -> dict[str, list[EvidenceNeed] | int]:
+    """The latest record of each key but those the todo's part already shows."""
+    latest: dict[str, Evidence] = {}
+    for record in state.evidence.values():  # log order: a later record of a key wins
+        if record.key in shown:
+            continue
+        held = latest.get(record.key)
+        if held is None or record.recorded_at >= held.recorded_at:
+            latest[record.key] = record
+    newest = sorted(latest.values(), key=lambda e: e.recorded_at, reverse=True)
+    # Without output tails: the todo's own failing evidence quotes its tail once.
+    needs = [
+        _need(e, e.key, None, now).model_copy(update={"output_tail": ""})
+        for e in newest[:MAX_LISTED]
+    ]
+    return {"evidence": needs, "evidence_more": max(0, len(newest) - MAX_LISTED)}
 
 
 def _evidence_commands(config: Mapping[str, JsonValue], todo: Todo | None) -> dict[str, str]:
@@ -286,7 +308,14 @@ def _previous(
 def _lost_turn(turn: TurnInfo | None, calls: Sequence[str]) -> LostTurn | None:
     if turn is None or turn.outcome != "lost":
         return None
-    actions = [_action(e) for e in turn.events if e.kind in _ACTION_KINDS]
+    # The tool channel's own record of the turnkeeper calls (with what each observed)
+    # stands for the host's events of the same calls.
+    actions = [
+        _action(e)
+        for e in turn.events
+        if e.kind in _ACTION_KINDS
+        and not (calls and e.kind == "tool.started" and e.data.get("server") == TOOLS_SERVER_NAME)
+    ]
     actions += [f"called turnkeeper tool {call}" for call in calls]
     kept = actions[-MAX_LISTED:]
     return LostTurn(
