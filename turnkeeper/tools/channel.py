@@ -15,10 +15,14 @@ exclusive ``flock`` (two servers may run for one turn), fsync'd before the agent
 back. :meth:`ToolChannels.close` takes the same lock to write the marker, so once it
 returns no call can land, and :meth:`ToolChannels.calls` reads every call the turn made.
 
-Every file but the journal is written whole (a temporary file, fsync, rename, fsync of
-the folder): a crash leaves the old file or the new one, never half of one. A crash in
-the middle of an append leaves a torn last line: readers skip it and count it, and the
-next append ends it first so it cannot swallow the line after it.
+Every file but the journal is written whole (a temporary file, then a rename): a reader
+sees the old file or the new one, never half of one. Only the journal is fsync'd (each
+call before its answer): a channel is worth nothing after the machine stops — its turn
+is lost, its processes gone, and the turn's record is the event log's — but what a
+lost turn had called is told to the next turn, so the calls outlive the control
+plane's crash. A crash in the middle of an append leaves a torn last line: readers
+skip it and count it, and the next append ends it first so it cannot swallow the line
+after it.
 """
 
 from __future__ import annotations
@@ -118,28 +122,19 @@ def _sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomic(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` whole, durably (0600): temporary file, fsync, rename,
-    fsync of the folder."""
+    """``path`` holds ``data`` whole (0600): a temporary file renamed over it. Not
+    fsync'd: see the module's note (a turn opens a channel; four fsyncs each time
+    cost more than the rest of a short turn)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _PRIVATE_FILE)
     try:
         view = memoryview(data)
         while view:  # bounded: every write takes at least one byte or raises
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _make_private_dirs(path: Path) -> None:
@@ -156,7 +151,6 @@ def _make_private_dirs(path: Path) -> None:
         except FileExistsError:
             continue  # another process made it in between: it is there, as wanted
         os.chmod(directory, _PRIVATE_DIR)  # the umask may have taken bits off
-        _fsync_dir(directory.parent)
 
 
 def parse_journal(data: bytes) -> JournaledCalls:
@@ -239,7 +233,6 @@ class ToolChannels:
         calls = folder / CALLS_FILE
         if not calls.exists():
             os.close(os.open(calls, os.O_WRONLY | os.O_CREAT, _PRIVATE_FILE))
-            _fsync_dir(folder)
         # The token last: a server holding it finds every other file in place.
         write_atomic(folder / TOKEN_FILE, _sha256(token).encode())
         self._prune(keep=folder)

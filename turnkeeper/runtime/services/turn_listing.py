@@ -194,7 +194,8 @@ def recent_turn(store: EventStore, session_id: str, turn_id: str) -> TurnInfo | 
 def _turn_after(store: EventStore, stream: str, turn_id: str, after: int) -> TurnInfo | None:
     turn: TurnInfo | None = None
     for record in store.read_stream(stream, after_seq=after):
-        if not record.type.startswith("turn."):
+        # Only this turn's records are decoded: every one of them names the turn.
+        if not record.type.startswith("turn.") or turn_id not in record.payload:
             continue
         event = _decoded(record)
         if isinstance(event, ev.TurnAccepted):
