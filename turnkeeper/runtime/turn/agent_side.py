@@ -18,7 +18,7 @@ from pathlib import Path
 from turnkeeper.brief import TurnBrief
 from turnkeeper.hosts.base import HostOutcome, ToolServer
 from turnkeeper.kernel import GoalState
-from turnkeeper.kernel.session import SessionState, TurnEnvelope
+from turnkeeper.kernel.session import InteractionContract, NextTurn, SessionState, TurnEnvelope
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.services.turn_listing import recent_turn
@@ -41,9 +41,16 @@ class AgentSide:
     def _channels(self) -> ToolChannels | None:
         return ToolChannels(self.tools_dir) if self.tools_dir is not None else None
 
-    def brief(self, session: SessionState, draft: TurnEnvelope, goal: GoalState) -> TurnBrief:
-        """What the agent of the turn ``draft`` describes is told: the durable state as
-        of now, the workspace probed now, and what the session's previous turn left."""
+    def brief(
+        self,
+        session: SessionState,
+        turn_id: str,
+        spec: NextTurn,
+        contract: InteractionContract,
+        goal: GoalState,
+    ) -> TurnBrief:
+        """What the agent of turn ``turn_id`` (planned as ``spec``) is told: the durable
+        state as of now, the workspace probed now, and what the previous turn left."""
         ended = session.last_turn_end
         previous = (
             recent_turn(self.sessions.store, session.session_id, ended.turn_id)
@@ -58,7 +65,9 @@ class AgentSide:
             channels.close(ended.turn_id)
             unapplied = [call.describe() for call in channels.calls(ended.turn_id)]
         return build_brief(
-            envelope=draft,
+            turn_id=turn_id,
+            spec=spec,
+            contract=contract,
             session=session,
             goal=goal,
             now=self.sessions.now(),

@@ -43,7 +43,7 @@ from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.audit import missing_vision_checkpoints
 from turnkeeper.kernel.limits import TEXT_MAX_CHARS
 from turnkeeper.kernel.model import Evidence, GateStatus, Todo, TodoStatus
-from turnkeeper.kernel.session import SessionState, TurnEnvelope
+from turnkeeper.kernel.session import InteractionContract, NextTurn, SessionState
 from turnkeeper.runtime.services.turn_listing import JournaledEvent, TurnInfo
 from turnkeeper.runtime.workspaces.gitcmd import git
 from turnkeeper.runtime.workspaces.workspace import git_revision
@@ -76,7 +76,9 @@ class AgentLimits:
 
 def build_brief(
     *,
-    envelope: TurnEnvelope,
+    turn_id: str,
+    spec: NextTurn,
+    contract: InteractionContract,
     session: SessionState,
     goal: GoalState,
     now: datetime,
@@ -86,33 +88,34 @@ def build_brief(
     tools: Sequence[str] = (),
     unapplied_calls: Sequence[str] = (),
 ) -> TurnBrief:
-    """The brief of the turn ``envelope`` is about to run. ``previous``: the session's
-    last ended turn as its records tell it (None: no earlier turn, or out of reach);
+    """The brief of turn ``turn_id``, planned as ``spec`` under ``contract``.
+    ``previous``: the session's last ended turn as its records tell it (None: no
+    earlier turn, or out of reach);
     ``unapplied_calls``: the tool calls that turn journaled, when it failed or was lost
     (so none was applied)."""
-    todo = goal.todos.get(envelope.todo_id) if envelope.todo_id else None
+    todo = goal.todos.get(spec.todo_id) if spec.todo_id else None
     commands = _evidence_commands(session.host_config, todo)
     lost = _lost_turn(previous, unapplied_calls)
     return TurnBrief(
-        turn_id=envelope.turn_id,
+        turn_id=turn_id,
         session_id=session.session_id,
-        kind=envelope.kind,
-        attempt=envelope.attempt,
+        kind=spec.kind,
+        attempt=spec.attempt,
         goal=_goal(goal),
         todo=_todo(goal, todo, commands, now) if todo is not None else None,
-        work=_work(goal, envelope.todo_id),
+        work=_work(goal, spec.todo_id),
         **_evidence(goal, set(todo.required_evidence) if todo is not None else set(), now),
-        previous=_previous(goal, previous, envelope, unapplied_calls),
+        previous=_previous(goal, previous, spec, unapplied_calls),
         **_gates(goal),
         **_replan(goal),
         vision_due=missing_vision_checkpoints(goal)[:MAX_LISTED],
         lost_turn=lost,
-        note=clip(envelope.reconcile_note, 2000) if envelope.reconcile_note else None,
-        reprobe=list(REPROBE) if _reprobe(envelope, previous) else [],
+        note=clip(spec.reconcile_note, 2000) if spec.reconcile_note else None,
+        reprobe=list(REPROBE) if _reprobe(spec, previous) else [],
         workspace=probe(workspace, now),
         stop=StopConditions(
-            stop_condition=envelope.contract.stop_condition,
-            attempt=envelope.attempt,
+            stop_condition=contract.stop_condition,
+            attempt=spec.attempt,
             max_attempts=limits.max_attempts,
             turns_without_progress=session.turns_without_progress,
             max_turns_without_progress=limits.max_turns_without_progress,
@@ -266,10 +269,10 @@ def _what(proposal_id: str, turn_id: str) -> str:
 
 
 def _previous(
-    state: GoalState, turn: TurnInfo | None, envelope: TurnEnvelope, calls: Sequence[str]
+    state: GoalState, turn: TurnInfo | None, spec: NextTurn, calls: Sequence[str]
 ) -> PreviousAttempt | None:
     """What refused or failed the previous turn on the same work (None: nothing did)."""
-    if turn is None or turn.envelope.todo_id != envelope.todo_id:
+    if turn is None or turn.envelope.todo_id != spec.todo_id:
         return None
     refusals = []
     if turn.written_back is not None:
@@ -337,8 +340,8 @@ def _action(event: JournaledEvent) -> str:
     return clip(f"said: {data.get('text')}")
 
 
-def _reprobe(envelope: TurnEnvelope, previous: TurnInfo | None) -> bool:
-    if envelope.kind in (TurnKind.CONTINUATION, TurnKind.RETRY):
+def _reprobe(spec: NextTurn, previous: TurnInfo | None) -> bool:
+    if spec.kind in (TurnKind.CONTINUATION, TurnKind.RETRY):
         return True
     return previous is not None and previous.outcome in ("failed", "lost", "abandoned")
 

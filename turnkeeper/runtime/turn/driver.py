@@ -203,15 +203,7 @@ class TurnDriver:
         turn_id = new_turn_id()
         # The brief is built before the turn is accepted, so ``turn.accepted`` records
         # exactly what the agent is told (its envelope's instructions).
-        draft = TurnEnvelope.create(
-            turn_id=turn_id,
-            session_id=sid,
-            generation=session.generation,
-            goal_id=session.goal_id,
-            spec=spec,
-            contract=DEFAULT_CONTRACT,
-        )
-        brief = self._agent.brief(session, draft, goal)
+        brief = self._agent.brief(session, turn_id, spec, DEFAULT_CONTRACT, goal)
         envelope = TurnEnvelope.create(
             turn_id=turn_id,
             session_id=sid,
@@ -475,30 +467,30 @@ class TurnDriver:
     def _watch(
         self, what: str, sid: str, envelope: TurnEnvelope, event: HostEvent | None = None
     ) -> None:
-        """Tell the watcher (``run``'s display) what the host does; its failure is
-        logged, never the turn's: what is shown must not decide what is journaled."""
-        watcher = self.watcher
-        if watcher is None:
-            return
-        try:
-            if event is None:
-                watcher.host_started(sid, envelope)
-            else:
-                watcher.host_event(sid, envelope.turn_id, event)
-        except Exception:
-            log.exception("turn %s: the run display failed on %s", envelope.turn_id, what)
+        """Tell the watcher (``run``'s display) what the host does."""
+        if event is None:
+            self._tell(what, envelope, lambda w: w.host_started(sid, envelope))
+        else:
+            self._tell(what, envelope, lambda w: w.host_event(sid, envelope.turn_id, event))
 
     def _written_back(
         self, session: SessionState, envelope: TurnEnvelope, result: WriteBackResult
     ) -> None:
-        """Tell the watcher what a durable write-back refused (as :meth:`_watch`)."""
+        """Tell the watcher what a durable write-back refused."""
+        if result.rejected:
+            sid = session.session_id
+            self._tell("refusals", envelope, lambda w: w.refused(sid, envelope, result.rejected))
+
+    def _tell(self, what: str, envelope: TurnEnvelope, call: Callable[[TurnWatcher], None]) -> None:
+        """``call(watcher)``, if there is a watcher; its failure is logged, never the
+        turn's: what is shown must not decide what is journaled."""
         watcher = self.watcher
-        if watcher is None or not result.rejected:
+        if watcher is None:
             return
         try:
-            watcher.refused(session.session_id, envelope, result.rejected)
+            call(watcher)
         except Exception:
-            log.exception("turn %s: the run display failed on refusals", envelope.turn_id)
+            log.exception("turn %s: the run display failed on %s", envelope.turn_id, what)
 
     # --- receipt, write-back, completion ------------------------------------------------
 

@@ -27,8 +27,6 @@ write-back; the next turn sees the state.
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,7 +34,7 @@ from pathlib import Path
 
 from turnkeeper.errors import AlreadyExists, TurnkeeperError
 from turnkeeper.kernel import GoalEvent, GoalProposal, GoalState, decide_goal, evolve_goal
-from turnkeeper.kernel.limits import TITLE_MAX_CHARS, output_tail
+from turnkeeper.kernel.limits import TITLE_MAX_CHARS
 from turnkeeper.kernel.progress import made_progress
 from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence, checked_input
 from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
@@ -45,8 +43,7 @@ from turnkeeper.runtime.workspaces.workspace import git_revision
 
 # The one formula for a result's evidence ids (the agent's tools resolve them with it).
 from turnkeeper.tools.calls import evidence_id
-
-EVIDENCE_TIMEOUT_SECONDS = 600
+from turnkeeper.tools.checks import run_check
 
 
 def claim_owner(session_id: str) -> str:
@@ -101,7 +98,10 @@ def prepare_write_back(
         prepared.evidence_ids.append(eid)
         if eid in recorded:  # written back before a crash: the check does not run again
             continue
-        exit_code, digest, tail = _run_check(item.command, workspace)
+        # The same run as the agent's record_evidence tool makes (tools/checks.py): what
+        # the tool answered in the turn is what the write-back finds, unless the work
+        # changed since.
+        run = run_check(item.command, workspace)
         try:
             # The result model holds the item to the kernel's limits; the revision is
             # read here, so a refusal is still this item's, never a failed write-back.
@@ -111,9 +111,9 @@ def prepare_write_back(
                     command=item.command,
                     key=item.key,
                     revision=git_revision(workspace),
-                    exit_code=exit_code,
-                    output_digest=digest,
-                    output_tail=tail,
+                    exit_code=run.exit_code,
+                    output_digest=run.output_digest,
+                    output_tail=run.output_tail,
                     freshness_seconds=item.freshness_seconds,
                 )
         except TurnkeeperError as error:
@@ -190,21 +190,3 @@ def _decide_one(
     events.extend(decided)
     out.accepted.append(ProposalDecision(proposal_id=pid))
     return state
-
-
-def _run_check(command: str, workspace: Path) -> tuple[int, str, str]:
-    """The check's exit code, its output's digest and its output's tail."""
-    try:
-        proc = subprocess.run(
-            command,
-            shell=True,
-            cwd=workspace,
-            capture_output=True,
-            timeout=EVIDENCE_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        output = (exc.stdout or b"") + (exc.stderr or b"")
-        return 124, hashlib.sha256(output).hexdigest(), output_tail(output)
-    output = proc.stdout + proc.stderr
-    return proc.returncode, hashlib.sha256(output).hexdigest(), output_tail(output)
