@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,7 @@ def test_a_snapshot_holds_exactly_what_git_would_and_is_restored(
     head = git(repo, "rev-parse", "HEAD").strip() if commit else None
 
     snap = capture(repo, SID, "turn-1", 1, None)
+    taken = datetime.now(UTC)  # the snapshot's turn completes
 
     assert snap is not None
     assert files_of(repo, snap.tree) == expected
@@ -118,7 +120,7 @@ def test_a_snapshot_holds_exactly_what_git_would_and_is_restored(
     (repo / "agent.txt").write_text("new\n")
 
     root = preserve_root(repo, SID, "revert-1")
-    restore_workspace(repo, snap.tree, Preserver(repo, root), SID)
+    restore_workspace(repo, snap.tree, Preserver(repo, root), SID, since=taken)
 
     assert {name: (repo / name).read_bytes() for name in expected} == contents
     assert not (repo / "agent.txt").exists()
@@ -167,6 +169,7 @@ def test_a_rules_change_by_the_agent_does_not_make_ignored_files_removable(
     (repo / "build" / "out.bin").write_bytes(b"\x00\x01")
     (repo / ".gitignore").write_text(".env\n*.log\n.turnkeeper/\nbuild/\n")
     snap = capture(repo, SID, "turn-1", 1, None)
+    taken = datetime.now(UTC)  # the snapshot's turn completes
     assert snap is not None
     # The agent stops ignoring .env and build/, and ignores what it adds.
     (repo / ".gitignore").write_text("*.log\n.turnkeeper/\n*.cache\n")
@@ -174,15 +177,17 @@ def test_a_rules_change_by_the_agent_does_not_make_ignored_files_removable(
     (repo / "agent.txt").write_text("the agent's\n")
 
     root = preserve_root(repo, SID, "r")
-    restore_workspace(repo, snap.tree, Preserver(repo, root), SID)
+    restore_workspace(repo, snap.tree, Preserver(repo, root), SID, since=taken)
 
     assert (repo / ".env").read_text() == "SECRET=1\n"  # ignored by the snapshot's rules
     assert (repo / "build" / "out.bin").read_bytes() == b"\x00\x01"
-    assert (repo / "agent.cache").exists()  # ignored by today's rules: left where it is
+    # Ignored only by the agent's rule: not what the snapshot's rules ignore.
+    assert not (repo / "agent.cache").exists()
     assert not (repo / "agent.txt").exists()
     assert (repo / ".gitignore").read_text() == ".env\n*.log\n.turnkeeper/\nbuild/\n"
     preserved = read_preserved(root)
-    assert preserved is not None and sorted(preserved.paths) == [".gitignore", "agent.txt"]
+    assert preserved is not None
+    assert sorted(preserved.paths) == [".gitignore", "agent.cache", "agent.txt"]
 
 
 def test_what_stands_in_the_way_is_moved_aside_and_a_retry_changes_nothing(
@@ -193,6 +198,7 @@ def test_what_stands_in_the_way_is_moved_aside_and_a_retry_changes_nothing(
     (repo / "dir").mkdir()
     (repo / "dir" / "inside.txt").write_text("inside\n")
     snap = capture(repo, SID, "turn-1", 1, None)
+    taken = datetime.now(UTC)  # the snapshot's turn completes
     assert snap is not None
     # A file became a directory (holding an ignored file), a directory became a
     # symlink pointing out of the workspace.
@@ -206,7 +212,7 @@ def test_what_stands_in_the_way_is_moved_aside_and_a_retry_changes_nothing(
     (repo / "dir").symlink_to(outside)
 
     root = preserve_root(repo, SID, "r")
-    restore_workspace(repo, snap.tree, Preserver(repo, root), SID)
+    restore_workspace(repo, snap.tree, Preserver(repo, root), SID, since=taken)
 
     assert (repo / "a").read_text() == "a file\n"
     assert not (repo / "dir").is_symlink()
@@ -219,7 +225,7 @@ def test_what_stands_in_the_way_is_moved_aside_and_a_retry_changes_nothing(
     assert (root / "files" / "dir").is_symlink()
 
     before = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
-    restore_workspace(repo, snap.tree, Preserver(repo, root), SID)
+    restore_workspace(repo, snap.tree, Preserver(repo, root), SID, since=taken)
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == before
 
 
@@ -250,12 +256,13 @@ def test_a_linked_worktree_is_snapshotted_and_restored_through_its_own_git_dir(
     (worktree / ".turnkeeper" / "turnkeeper.db").write_bytes(b"private")
     (worktree / "new.txt").write_text("new\n")
     snap = capture(worktree, SID, "turn-1", 1, None)
+    taken = datetime.now(UTC)  # the snapshot's turn completes
     assert snap is not None
     assert files_of(worktree, snap.tree) == [".gitignore", "README.md", "new.txt"]
     (worktree / "new.txt").write_text("changed\n")
 
     root = preserve_root(worktree, SID, "r")
-    restore_workspace(worktree, snap.tree, Preserver(worktree, root), SID)
+    restore_workspace(worktree, snap.tree, Preserver(worktree, root), SID, since=taken)
 
     assert (worktree / "new.txt").read_text() == "new\n"
     own_git_dir = Path(git(worktree, "rev-parse", "--absolute-git-dir").strip())

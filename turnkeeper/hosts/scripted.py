@@ -48,10 +48,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeeper.hosts.base import TurnRequest
+from turnkeeper.hosts.base import HostSpawnFailed, TurnRequest
 from turnkeeper.hosts.python_host import python_env
 from turnkeeper.hosts.subprocess_config import SubprocessHostConfig, validate_config
 from turnkeeper.hosts.subprocess_host import SubprocessRun, spawn
+from turnkeeper.hosts.workspace_folder import workspace_folder
 from turnkeeper.json_types import JsonDict
 from turnkeeper.vocabulary import TurnKind
 
@@ -203,6 +204,13 @@ class ScriptedHost:
         cfg: ScriptedHostConfig = validate_config(
             ScriptedHostConfig, self._config, request.host_config
         )
+        if cfg.state_dir is None and request.workspace.is_dir():
+            try:  # its state in the workspace: out of the workspace's `git add -A`
+                workspace_folder(request.workspace)
+            except OSError as exc:
+                raise HostSpawnFailed(
+                    f"cannot keep the agent's state in {request.workspace}: {exc}"
+                ) from exc
         # Resolve the state dir here so the agent and the test agree on one path.
         cfg = cfg.model_copy(update={"state_dir": str(state_dir_for(cfg, request.workspace))})
         sub = SubprocessHostConfig(

@@ -236,7 +236,8 @@ class Operations:
         # restore moved aside under the same directory.
         restore_head(workspace, sid, op.request_id, snap.workspace_commit, self._point)
         preserver = Preserver(workspace, preserve_root(workspace, sid, op.request_id))
-        restore_workspace(workspace, snap.workspace_tree, preserver, sid)
+        since = state.last_completed.completed_at  # ignored rules newer: the undone turns'
+        restore_workspace(workspace, snap.workspace_tree, preserver, sid, since=since)
         self._point("revert.restoring")
         if snap.host_artifact_copy is not None and snap.host_artifact_path is not None:
             copy, live = Path(snap.host_artifact_copy), Path(snap.host_artifact_path)

@@ -8,6 +8,12 @@ into the repository's ``info/exclude`` — git's own per-repository ignore file,
 is never committed and leaves the user's ``.gitignore`` alone — and snapshots, which
 honour git's ignore rules, never capture it. A host names its directories with an
 optional ``private_dirs()`` method (hosts/codex.py, hosts/claude.py).
+
+These directories are the user's (their CLI's login and history), so nothing is
+written into them; what turnkeeper writes into a workspace itself goes to its own
+folder, which ignores itself (hosts/workspace_folder.py). The ``info/exclude`` is the
+one git reads: for a linked worktree, the main repository's (``git rev-parse
+--git-path``), not the worktree's own git directory, which git never reads it from.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from turnkeeper.hosts.base import KeepsPrivateDirs
-from turnkeeper.runtime.workspaces.gitcmd import git_dir
+from turnkeeper.runtime.workspaces.gitcmd import git
 
 HEADER = "# turnkeeper: an agent CLI's private directory (session create)"
 
@@ -37,7 +43,7 @@ def keep_out_of_git(workspace: Path, dirs: list[Path]) -> list[str]:
             wanted.append("/" + path.relative_to(root).as_posix() + "/")
     if not wanted:
         return []
-    exclude = git_dir(root) / "info" / "exclude"
+    exclude = root / git(root, "rev-parse", "--git-path", "info/exclude").stdout.strip()
     present = set(exclude.read_text().splitlines()) if exclude.exists() else set()
     added = [p for p in dict.fromkeys(wanted) if p not in present]
     if added:

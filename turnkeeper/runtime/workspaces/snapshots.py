@@ -12,6 +12,8 @@ The host session artifact (the scripted host's session file, a Codex rollout, a
 Claude transcript) is copied to ``<workspace>/.turnkeeper/snapshots/<session>/
 <ordinal>-<turn>/`` and its sha256 recorded, so a revert can put it back in place
 and a turn can tell when the live file no longer is what the last snapshot saw.
+That folder ignores itself (hosts/workspace_folder.py): in a workspace that is a
+repository of its own, ``git add -A`` does not commit the transcripts either.
 
 The ordinal (the session's completed-turn count) makes ref names sort in turn
 order, which is how retention finds the oldest snapshots to prune.
@@ -45,6 +47,7 @@ from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, TurnkeeperError
 from turnkeeper.hosts import load_host
 from turnkeeper.hosts.base import KeepsSessionArtifact
+from turnkeeper.hosts.workspace_folder import FOLDER_NAME, workspace_folder
 from turnkeeper.json_types import JsonMapping
 from turnkeeper.kernel.session.records import SnapshotRef
 from turnkeeper.runtime.workspaces.gitcmd import SNAPSHOT_REF_PREFIX, git, private_git_dir
@@ -54,7 +57,7 @@ from turnkeeper.runtime.workspaces.workspace_fingerprint import fingerprint
 __all__ = ["REF_PREFIX", "Snapshot", "SnapshotClaims", "capture", "git", "workspace_tree"]
 
 REF_PREFIX = SNAPSHOT_REF_PREFIX
-PRIVATE_DIR = ".turnkeeper"
+PRIVATE_DIR = FOLDER_NAME
 RETAIN_ENV = "TURNKEEPER_SNAPSHOT_RETAIN"
 DEFAULT_RETAIN = 20
 # Everything below the workspace except turnkeeper's private directory at its top.
@@ -293,6 +296,7 @@ def _capture(
     copied: Path | None = None
     digest: str | None = None
     if artifact is not None and artifact.is_file():
+        workspace_folder(workspace)  # a transcript's copy: out of the user's `git add -A`
         target = copy_dir(workspace, session_id, name)
         target.mkdir(parents=True, exist_ok=True)
         copied = target / artifact.name
