@@ -57,8 +57,11 @@ def free_port() -> int:
 class PgCluster:
     """One cluster in ``root`` (a new temporary directory unless given)."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, listen: tuple[str, ...] = ("127.0.0.1",)) -> None:
+        """``listen``: the addresses the server listens on (and trusts clients of the
+        same /16: a test's own veth networks)."""
         self.root = root or Path(tempfile.mkdtemp(prefix="tk-pgcluster-"))
+        self.listen = listen
         self.data = self.root / "data"
         self.socket_dir = self.root / "sock"
         self.log = self.root / "server.log"
@@ -104,7 +107,7 @@ class PgCluster:
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stdout}{done.stderr}")
         settings = {
-            "listen_addresses": "'127.0.0.1'",
+            "listen_addresses": f"'{','.join(self.listen)}'",
             "port": str(self.port),
             "unix_socket_directories": f"'{self.socket_dir}'",
             "fsync": "on",
@@ -115,6 +118,11 @@ class PgCluster:
         with (self.data / "postgresql.conf").open("a") as conf:
             for key, value in settings.items():
                 conf.write(f"{key} = {value}\n")
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            for address in self.listen:
+                if address != "127.0.0.1":
+                    network = ".".join(address.split(".")[:2]) + ".0.0/16"
+                    hba.write(f"host all all {network} trust\n")
 
     def server_log(self) -> str:
         try:
@@ -140,13 +148,13 @@ class PgCluster:
         done = self._as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "status")
         return done.returncode == 0
 
-    def url(self, dbname: str = "postgres") -> str:
-        return f"postgresql://{USER}@127.0.0.1:{self.port}/{dbname}"
+    def url(self, dbname: str = "postgres", host: str = "127.0.0.1") -> str:
+        return f"postgresql://{USER}@{host}:{self.port}/{dbname}"
 
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, host: str = "127.0.0.1") -> str:
         with psycopg.connect(self.url(), autocommit=True, connect_timeout=5) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        return self.url(name)
+        return self.url(name, host)
 
     def restart_command(self, mode: StopMode = "fast", down_seconds: float = 2.0) -> str:
         """A shell command that restarts this cluster (for ``--restart-database-command``)."""

@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,13 +146,15 @@ class WorkersProject:
         ).stdout  # fmt: skip
         return json.loads(created)["session_id"], goal, todo_ids
 
-    def worker(self, *extra: str) -> Background:
+    def worker(self, *extra: str, prefix: Sequence[str] = ()) -> Background:
+        """``turnkeeper run --worker`` in the background, under ``prefix`` when given
+        (``ip netns exec ... unshare ...``: as on another machine)."""
         n = len(self._background) + 1
         out, err = self.base / f"worker{n}.out", self.base / f"worker{n}.err"
         fo, fe = out.open("wb"), err.open("wb")
         args = ["run", "--worker", "--json", "--poll", "0.5", "--backoff", "0.5", *extra]
         proc = subprocess.Popen(
-            [*turnkeeper_executable(), *args],
+            [*prefix, *turnkeeper_executable(), *args],
             cwd=self.root,
             env=self.env(),
             stdin=subprocess.DEVNULL,

@@ -52,12 +52,13 @@ def render_session(state: SessionState) -> None:
         f"  turns: {c.turns_accepted} accepted, {c.turns_completed} completed, "
         f"{c.turns_failed} failed, {c.turns_lost} lost, {c.turns_recovered} recovered"
     )
-    if state.turns_without_progress or state.consecutive_host_failures:
+    if state.turns_without_progress or state.consecutive_host_failures or state.consecutive_lost:
         hangs = f" ({state.consecutive_hangs} hung)" if state.consecutive_hangs else ""
+        lost = f", {state.consecutive_lost} lost in a row" if state.consecutive_lost else ""
         console.print(
             f"  streaks: {state.turns_without_progress} turns without progress "
             f"({state.replans_without_progress} replans), "
-            f"{state.consecutive_host_failures} host failures in a row{hangs}"
+            f"{state.consecutive_host_failures} host failures in a row{hangs}{lost}"
         )
     if state.in_flight is not None:
         env = state.in_flight.envelope

@@ -19,7 +19,8 @@ left to that cgroup.
 
 Cost: our children are read from ``/proc/self/task/*/children``, and only while a
 turn whose orphans are attributed is in flight; otherwise the reaper thread does one
-``waitid(WNOWAIT)`` per interval and scans only when a child has died.
+``waitid(WNOWAIT)`` per interval and scans only when a child has died. The reaper is a
+supervised loop: a pass that fails is logged and the next one runs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 
 from turnkeeper.hosts.cgroups import in_our_turn_cgroup
 from turnkeeper.hosts.procfs import ProcStat, child_pids, read_marker, read_stat
+from turnkeeper.supervision import LoopHealth, Supervised
 
 log = logging.getLogger(__name__)
 
@@ -240,31 +242,33 @@ def is_child_subreaper() -> bool:
 
 
 class OrphanReaper:
-    """A daemon thread that attributes and reaps adopted orphans every ``interval``
-    seconds while turns are in flight (see the module docstring for when otherwise)."""
+    """A supervised loop (turnkeeper/supervision.py) that attributes and reaps adopted
+    orphans every ``interval`` seconds while turns are in flight (see the module
+    docstring for when otherwise). A pass that fails is logged and the loop goes on:
+    a reaper that died silently would let zombies pile up and orphans outlive turns."""
 
     def __init__(self, interval: float = 0.5) -> None:
         self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="turnkeeper-reaper", daemon=True)
+        self._loop = Supervised("orphan reaper", self._step)
 
     def start(self) -> OrphanReaper:
-        self._thread.start()
+        self._loop.ensure_running()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._loop.stop()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                # Scan while turns are in flight (orphans to attribute); otherwise only
-                # when a child died and may be an adopted zombie to reap.
-                if _REGISTRY.active.is_set() or _dead_child_waiting():
-                    reap_orphans()
-            except Exception:  # a reaper that dies silently would let zombies pile up
-                log.exception("orphan reaper pass failed")
+    def health(self) -> LoopHealth:
+        return self._loop.health()
+
+    def _step(self, loop: Supervised) -> bool:
+        if loop.wait(self.interval):
+            return False
+        # Scan while turns are in flight (orphans to attribute); otherwise only when a
+        # child died and may be an adopted zombie to reap.
+        if _REGISTRY.active.is_set() or _dead_child_waiting():
+            reap_orphans()
+        return True
 
 
 _reaper: OrphanReaper | None = None

@@ -19,17 +19,22 @@ the log acknowledged, and the next ``run`` (here or from the shell) recovers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from turnkeeper.errors import FailedPrecondition
+from turnkeeper.errors import FailedPrecondition, Unavailable
 from turnkeeper.hosts.inprocess import InProcessHost
 from turnkeeper.kernel import GoalState, TerminalAudit
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.project_api.goals import EvidenceRecords, Gates, Goals, Todos
 from turnkeeper.project_api.sessions import InProcessHosts, Sessions, run_sessions
 from turnkeeper.runtime.control.controller import RunSummary
+from turnkeeper.runtime.control.controller_health import (
+    ControllerHealth,
+    health_json,
+    read_controller_health,
+)
 from turnkeeper.runtime.control.operator import recover_turn
 from turnkeeper.runtime.services.project import Project as ProjectDir
 from turnkeeper.runtime.services.project import find_project, init_project
@@ -48,10 +53,12 @@ class GoalStatus:
 
 @dataclass(frozen=True)
 class Status:
-    """Everything in flight: every goal with its audit, every session."""
+    """Everything in flight: every goal with its audit, every session, and the running
+    controllers (``run`` on this machine) with their background threads."""
 
     goals: list[GoalStatus]
     sessions: list[SessionState]
+    controllers: list[ControllerHealth] = field(default_factory=list)
 
 
 class Project:
@@ -125,12 +132,21 @@ class Project:
         return self.goals.audit(goal_id)
 
     def status(self) -> Status:
-        """Every goal with its audit and every session, as ``turnkeeper status``.
-        ``DATA_LOSS`` when the log holds less than a workspace's snapshots record."""
-        goals = [GoalStatus(s, self.goals.audit(s.goal.id)) for s in self.goals.list()]
-        sessions = self.sessions.list()
-        check_workspaces_not_ahead(self.store, sessions)
-        return Status(goals=goals, sessions=sessions)
+        """Every goal with its audit and every session, as ``turnkeeper status``, and
+        the running controllers' background threads ("lease keeper down since ...").
+        ``DATA_LOSS`` when the log holds less than a workspace's snapshots record;
+        ``UNAVAILABLE`` while the database does not answer, with the controllers in
+        its ``details["controllers"]``."""
+        controllers = read_controller_health(self._dir.state_dir)
+        try:
+            goals = [GoalStatus(s, self.goals.audit(s.goal.id)) for s in self.goals.list()]
+            sessions = self.sessions.list()
+            check_workspaces_not_ahead(self.store, sessions)
+        except Unavailable as down:
+            if controllers:
+                down.details["controllers"] = health_json(controllers)
+            raise
+        return Status(goals=goals, sessions=sessions, controllers=controllers)
 
     def run(
         self,

@@ -36,6 +36,19 @@ from turnkeeper.store._wakeups import PostgresWakeups
 _MIGRATION_LOCK_KEY = 0x746B_6D69_6772_6174  # "tkmigrat"
 _STAMP_PREFIX = "turnkeeper-schema-stamp="
 CONNECT_TIMEOUT_S = 5
+# How a connection notices that the server went out of reach (a cut link, a partition:
+# no reset ever arrives). Without these a call in flight waits for the kernel's TCP
+# retransmissions, a quarter of an hour; with them it fails as ``UNAVAILABLE`` after
+# about 10 s (unacknowledged data: ``tcp_user_timeout``; an idle wait for an answer:
+# keepalive probes), so a worker's threads never hang on a database they cannot reach
+# and its lease keeper and fence act on time (runtime/turn/fencing.py).
+TCP_OPTIONS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,  # milliseconds
+}
 
 # SQLSTATEs (PostgreSQL's errcodes): what each means for a caller.
 _GONE = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now
@@ -86,7 +99,11 @@ class PostgresDialect(Dialect):
         return create_engine(
             self._engine_url,
             # Prepared on first use: the hot statements are parsed and planned once.
-            connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "prepare_threshold": 0},
+            connect_args={
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "prepare_threshold": 0,
+                **TCP_OPTIONS,
+            },
             pool_size=8,
             max_overflow=24,
             # No ping before each use (it cost every read two round trips): a connection
@@ -207,7 +224,9 @@ class PostgresDialect(Dialect):
 
     def wakeups(self) -> PostgresWakeups:
         conninfo = self._engine_url.set(drivername="postgresql")
-        return PostgresWakeups(conninfo.render_as_string(hide_password=False), CONNECT_TIMEOUT_S)
+        return PostgresWakeups(
+            conninfo.render_as_string(hide_password=False), CONNECT_TIMEOUT_S, TCP_OPTIONS
+        )
 
     def lock_migrations(self, conn: Connection) -> None:
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")

@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import suppress
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 CHANNEL = "turnkeeper_work"
 
 
 class PostgresWakeups:
-    def __init__(self, conninfo: str, connect_timeout_s: int) -> None:
-        self._conninfo = conninfo
+    def __init__(
+        self, conninfo: str, connect_timeout_s: int, options: Mapping[str, int] | None = None
+    ) -> None:
+        """``options``: further libpq connection parameters (the dialect's TCP timeouts)."""
+        self._conninfo = make_conninfo(conninfo, **(options or {}))
         self._timeout = connect_timeout_s
         self._lock = threading.Lock()
         self._notifier: psycopg.Connection[tuple[object, ...]] | None = None

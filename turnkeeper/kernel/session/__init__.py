@@ -82,6 +82,7 @@ from turnkeeper.kernel.session.planner import (
     plan_next_turn,
 )
 from turnkeeper.kernel.session.policy import (
+    LOST_TURNS,
     PaceDecision,
     ProgressPolicy,
     RecoveryDecision,
@@ -133,6 +134,7 @@ from turnkeeper.vocabulary import HostErrorKind, TurnKind
 
 __all__ = [
     "HOST_RECOVERY_SCHEMA_VERSION",
+    "LOST_TURNS",
     "MAX_EFFECTS_PER_TURN",
     "SESSION_COMMAND_ADAPTER",
     "SESSION_EVENT_ADAPTER",

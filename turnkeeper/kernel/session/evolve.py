@@ -181,6 +181,7 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
                 **_progress_streak(state, turn),
                 "consecutive_host_failures": 0,
                 "consecutive_hangs": 0,
+                "consecutive_lost": 0,
                 "last_completed": CompletedTurn(
                     turn_id=event.turn_id,
                     todo_id=env.todo_id,
@@ -211,7 +212,10 @@ def _terminal(state: SessionState, event: SessionEvent) -> dict[str, object]:
             return update
         case ev.TurnLost():
             env = _turn(state, event, event.turn_id).envelope
-            update = _end_turn(state, event, event.turn_id, TurnOutcome.LOST)
+            update = {
+                **_end_turn(state, event, event.turn_id, TurnOutcome.LOST),
+                "consecutive_lost": state.consecutive_lost + 1,
+            }
             if event.next is not None:
                 update["recovery"] = PendingRecovery(
                     turn_id=event.turn_id,
@@ -244,10 +248,12 @@ def _session_level(state: SessionState, event: SessionEvent) -> dict[str, object
             }
             if event.action == "resume":
                 # An operator who resumes a session vouches for a fresh start: the host
-                # failures, hangs and the idle streak that stopped it count from zero again.
+                # failures, hangs, lost turns and the idle streak that stopped it count
+                # from zero again.
                 update.update(
                     consecutive_host_failures=0,
                     consecutive_hangs=0,
+                    consecutive_lost=0,
                     turns_without_progress=0,
                     replans_without_progress=0,
                     idle_since_turn=None,

@@ -1,9 +1,9 @@
 """Bounded work: recover a failed or lost turn now, wait out a backoff, or stop and mark the
 session crashed (:func:`decide_recovery`); and before every turn, whatever its kind, the
 pace the policies allow (:func:`pace_next_turn`): host failures back off as one
-sequence, hung turns in a row suspend the session (``hung``), and a streak of turns that
-made no progress raises a replan obligation, then suspends the session. Pure: the caller
-passes the time."""
+sequence, hung turns in a row suspend the session (``hung``), so do lost turns in a row
+(``lost_turns``), and a streak of turns that made no progress raises a replan
+obligation, then suspends the session. Pure: the caller passes the time."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from turnkeeper.kernel.session.state import SessionState
 from turnkeeper.vocabulary import HostErrorKind
 
 _ALL_ERROR_KINDS: frozenset[HostErrorKind] = frozenset(HostErrorKind)
+# Why a session whose turns were lost too many times in a row was suspended.
+LOST_TURNS = "lost_turns"
 
 
 class RecoveryPolicy(KernelModel):
@@ -32,6 +34,13 @@ class RecoveryPolicy(KernelModel):
     # suspended for an operator rather than retried: a host that cannot reach its model
     # or waits on input that never comes hangs again.
     max_consecutive_hangs: int = Field(default=2, ge=1)
+    # Lost turns in a row before the session is suspended (reason ``lost_turns``) rather
+    # than continued: a lost turn spends no attempt (its controller died, not its host),
+    # so without a bound a turn that is lost every time — a controller that cannot keep
+    # its lease, an agent that takes its worker down — would be retried forever. Set
+    # above the restarts in a row one turn meets in a rough deployment (the chaos
+    # harness kills a run up to six times back to back, and its goals must close).
+    max_consecutive_lost: int = Field(default=8, ge=1)
 
     @model_validator(mode="after")
     def _bounds(self) -> Self:
@@ -77,6 +86,11 @@ def too_many_hangs(session: SessionState, policy: RecoveryPolicy) -> bool:
     return session.consecutive_hangs >= policy.max_consecutive_hangs
 
 
+def too_many_lost(session: SessionState, policy: RecoveryPolicy) -> bool:
+    """Whether the session's lost turns in a row reached the policy's bound."""
+    return session.consecutive_lost >= policy.max_consecutive_lost
+
+
 def decide_recovery(
     session: SessionState, policy: RecoveryPolicy, now: datetime
 ) -> RecoveryDecision:
@@ -90,6 +104,9 @@ def decide_recovery(
     if too_many_hangs(session, policy):
         turn_id = session.recovery.turn_id if session.recovery is not None else None
         return RecoveryDecision(action="suspend", reason="hung", turn_id=turn_id)
+    if too_many_lost(session, policy):
+        turn_id = session.recovery.turn_id if session.recovery is not None else None
+        return RecoveryDecision(action="suspend", reason=LOST_TURNS, turn_id=turn_id)
     failures = session.consecutive_host_failures
     if failures > policy.max_consecutive_host_failures:
         return RecoveryDecision(action="crash", reason="consecutive_host_failures")
@@ -149,11 +166,14 @@ def pace_next_turn(
     (``raise_replan``: the caller reports it to the goal, which raises the obligation)
     and, if the replans are idle too, or the streak outlasts both allowances, stops
     the session (``suspend``, reason ``no_progress``). Hung turns in a row past the
-    policy's bound suspend it too (reason ``hung``). ``no_progress_reported`` says
+    policy's bound suspend it too (reason ``hung``), and so do lost turns in a row
+    (reason ``lost_turns``). ``no_progress_reported`` says
     whether the goal already has this streak's obligation (open or discharged).
     """
     if too_many_hangs(session, recovery):
         return PaceDecision(action="suspend", reason="hung")
+    if too_many_lost(session, recovery):
+        return PaceDecision(action="suspend", reason=LOST_TURNS)
     failures = session.consecutive_host_failures
     if failures > recovery.max_consecutive_host_failures:
         return PaceDecision(action="crash", reason="consecutive_host_failures")

@@ -119,9 +119,12 @@ class SnapshotRef(KernelModel):
 
 
 class LossProof(KernelModel):
-    """Why the kernel may call a turn lost: its process is proven gone, or was ended."""
+    """Why the kernel may call a turn lost: its process is proven gone, was ended, or
+    was ended by its own controller's self-fencing (``fenced``: the controller is where
+    this one cannot see its processes, and its lease and the fencing margin have
+    passed: runtime/turn/fencing.py)."""
 
-    ended: Literal["proven_gone", "killed"]
+    ended: Literal["proven_gone", "killed", "fenced"]
     killed_pids: tuple[int, ...] = Field(default=(), max_length=256)
     process: ProcessIdentity | None = None
     detail: ShortText = ""

@@ -188,7 +188,11 @@ def continuation_spec(
 
 
 def lost_turn_note(turn_id: str, proof: LossProof) -> str:
-    how = "was ended" if proof.ended == "killed" else "is proven gone"
+    how = {
+        "killed": "was ended",
+        "proven_gone": "is proven gone",
+        "fenced": "was ended by its controller when that controller lost its lease",
+    }[proof.ended]
     return (
         f"Turn {turn_id} was lost when the control plane restarted; its host process {how}. "
         "Its work may be partly done: inspect the workspace and the host session, reconcile "

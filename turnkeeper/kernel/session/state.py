@@ -180,6 +180,10 @@ class SessionState(KernelModel):
     # Failed turns in a row whose host was ended as hung (no progress for the silence
     # timeout); another turn's end breaks the streak, a lost or abandoned one does not.
     consecutive_hangs: int = Field(default=0, ge=0)
+    # Turns lost in a row (ended without a result: their controller died, or lost their
+    # lease); a completed turn breaks the streak, an operator's resume starts it again.
+    # Absent from records written before it was counted: 0.
+    consecutive_lost: int = Field(default=0, ge=0)
     # The progress guard (policy.py): completed turns in a row that changed nothing in
     # the goal, the replan turns among them, and the streak's first turn (its name).
     turns_without_progress: int = Field(default=0, ge=0)

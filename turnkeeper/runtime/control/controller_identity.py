@@ -50,8 +50,10 @@ def controller_owner() -> str:
     return owner_name(me.pid, me.start_time)
 
 
-def owner_is_dead(owner: str) -> bool:
-    """True only if ``owner`` names a controller that provably no longer runs."""
+def can_probe(owner: str) -> bool:
+    """Whether this process sees ``owner``'s processes as they are: a controller of this
+    version's naming on this machine, in this boot and this PID namespace. Only then
+    can its death, or its hosts' end, be proven from here."""
     parts = owner.split(":")
     if len(parts) != 6 or parts[0] != PREFIX:
         return False  # not a controller of this version's naming: only expiry can tell
@@ -60,7 +62,13 @@ def owner_is_dead(owner: str) -> bool:
         return False  # another machine, or this one before a reboot
     if namespace == "-" or namespace != pid_namespace():
         return False  # another PID namespace: its pid means another process here
-    if not (pid.isdigit() and start.isdigit()):
+    return pid.isdigit() and start.isdigit()
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True only if ``owner`` names a controller that provably no longer runs."""
+    if not can_probe(owner):
         return False
+    pid, start = owner.split(":")[4:]
     stat = process_tree.read_stat(int(pid))
     return stat is None or stat.start_time != int(start) or stat.dead

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 from pydantic import JsonValue
 
@@ -50,6 +51,7 @@ from turnkeeper.kernel.session.report import (
     RecoveryReport,
     ReplayedFacts,
 )
+from turnkeeper.runtime.control.controller_identity import can_probe
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.turn.driver import TurnDriver
@@ -94,7 +96,10 @@ class SessionRecovery:
         # (TurnDriver.continue_reattached) before the session's next turn.
         self.reattached: dict[str, Reattached] = {}
 
-    def recover(self, session_id: str) -> RecoveryReport:
+    def recover(self, session_id: str, previous_owner: str | None = None) -> RecoveryReport:
+        """Apply the recovery table to the session whose lease this controller just
+        took; ``previous_owner``: who held the lease before (None: this controller, or
+        not known), whose hosts a lost turn's proof must account for."""
         started = self._sessions.now()
         session = self._sessions.load(session_id)
         actions: list[RecoveryAction] = []
@@ -107,7 +112,7 @@ class SessionRecovery:
                 detail = f"reattached at seq {attached.after_seq}"
                 actions.append(self._action("reattached", turn.envelope.turn_id, detail=detail))
             elif turn.phase in ("accepted", "host_started"):
-                self._end_lost_turn(session, actions, probes)
+                self._end_lost_turn(session, actions, probes, previous_owner)
             elif turn.receipt is not None:
                 effects = self._driver.complete_from_receipt(session, turn.envelope, turn.receipt)
                 actions.append(self._action("receipt_written_back", turn.envelope.turn_id))
@@ -159,13 +164,21 @@ class SessionRecovery:
     # --- the lost-turn row of the table -------------------------------------------------
 
     def _end_lost_turn(
-        self, session: SessionState, actions: list[RecoveryAction], probes: list[ProcessProbe]
+        self,
+        session: SessionState,
+        actions: list[RecoveryAction],
+        probes: list[ProcessProbe],
+        previous_owner: str | None,
     ) -> None:
         turn = session.in_flight
         assert turn is not None
         turn_id = turn.envelope.turn_id
         alive = False
-        if turn.process is not None:
+        # A holder on another machine, boot or PID namespace: its host's pid means
+        # nothing here, so no probe can prove it gone. The takeover waited for the lease
+        # and the fencing margin (runtime/turn/fencing.py): the holder ended it itself.
+        remote = previous_owner is not None and not can_probe(previous_owner)
+        if turn.process is not None and not remote:
             alive = process_tree.is_alive(turn.process)  # still the one we started?
             probes.append(ProcessProbe(process=turn.process, alive=alive))
         # A dead runner's hosts are accounted for first: each ended, or blocked where
@@ -178,14 +191,27 @@ class SessionRecovery:
         if pids:
             actions.append(self._action("killed_process", turn_id, pids=pids))
         crash_point("recovery.killed")
+        if pids:
+            ended: Literal["killed", "proven_gone", "fenced"] = "killed"
+            seen = "host was alive at restart" if alive else "no live host process at restart"
+        elif remote:
+            ended = "fenced"
+            seen = (
+                f"ended by its worker's fencing: {previous_owner} runs where its processes "
+                "cannot be seen from here and ends its hosts itself, before its lease runs "
+                "out or with its own end; taken over once the lease and the fencing margin "
+                "had passed"
+            )
+        else:
+            ended = "proven_gone"
+            seen = "no live host process at restart"
         proof = LossProof(
-            ended="killed" if pids else "proven_gone",
+            ended=ended,
             killed_pids=pids[:256],
             process=turn.process,
-            detail=(
-                ("host was alive at restart" if alive else "no live host process at restart")
-                + ("; the runner was gone: " + ", ".join(proven) if proven else "")
-            )[:TITLE_MAX_CHARS],
+            detail=(seen + ("; the runner was gone: " + ", ".join(proven) if proven else ""))[
+                :TITLE_MAX_CHARS
+            ],
         )
         self._sessions.execute(
             session.session_id,

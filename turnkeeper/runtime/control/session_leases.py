@@ -16,10 +16,11 @@ from turnkeeper.kernel.session import (
     RenewLease,
     SessionState,
 )
-from turnkeeper.runtime.control.controller_identity import owner_is_dead
+from turnkeeper.runtime.control.controller_identity import can_probe, owner_is_dead
 from turnkeeper.runtime.control.session_stops import Say
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
+from turnkeeper.runtime.turn.fencing import LeaseDeadlines, takeover_due
 from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper, renewing
 
 
@@ -41,14 +42,20 @@ class SessionLeases:
         keeper: LeaseKeeper | None = None,
         say: Say = _quiet,
         clock: Clock = SYSTEM_CLOCK,
+        deadlines: LeaseDeadlines | None = None,
     ) -> None:
         """``keeper``: the controller's, shared with its driver; without one, a keeper of
-        this service's own on ``clock`` renews what it holds."""
+        this service's own on ``clock`` renews what it holds. ``deadlines``: where each
+        acquire and renewal is confirmed for the host fence (the driver's)."""
         self._sessions = sessions
         self.owner = owner
         self.lease_seconds = lease_seconds
+        self._deadlines = deadlines
         self._keeper = keeper or LeaseKeeper(
-            renewing(sessions, self.token, lease_seconds), lease_seconds / 3, clock
+            renewing(sessions, self.token, lease_seconds, deadlines),
+            lease_seconds / 3,
+            clock,
+            lease_seconds=lease_seconds,
         )
         self._say = say
         self._tokens: dict[str, LeaseToken] = {}
@@ -72,7 +79,15 @@ class SessionLeases:
         ``take_over_live`` (an operator's reason, e.g. ``session stop``) takes over a
         live holder too: its next write is fenced off. The lease is renewed from now
         on until :meth:`release`.
+
+        A lease that expired is taken over only once the fencing margin has passed
+        too when its holder's processes cannot be seen from here (another machine,
+        boot or PID namespace): until then it is refused as held, since only the
+        holder's own fence ends its host (runtime/turn/fencing.py).
         """
+        self._await_fencing(session_id)
+        sent = self._deadlines.now() if self._deadlines is not None else 0.0
+        started = self._keeper.monotonic()  # the keeper judges a lapse from here at most
         until = self._sessions.now() + timedelta(seconds=self.lease_seconds)
         try:
             done = self._sessions.execute(
@@ -110,14 +125,36 @@ class SessionLeases:
                 ),
             )
         assert done.state is not None
+        if self._deadlines is not None:
+            self._deadlines.confirmed(session_id, sent)
         token = LeaseToken(owner=self.owner, epoch=done.state.lease.epoch)
         if session_id not in self._tokens:
-            self._keeper.hold(session_id)
+            self._keeper.hold(session_id, since=started)
+        else:
+            self._keeper.renewed(session_id, started)  # taken again (it had expired)
         self._tokens[session_id] = token
         return token
 
+    def _await_fencing(self, session_id: str) -> None:
+        lease = self._sessions.load(session_id).lease
+        if lease.owner is None or lease.owner == self.owner or lease.expires_at is None:
+            return
+        if can_probe(lease.owner):
+            return  # its death, or its hosts' end, can be proven from here
+        due = takeover_due(lease.expires_at, self.lease_seconds)
+        now = self._sessions.now()
+        if lease.expires_at <= now < due:
+            raise Aborted(
+                f"the lease of {lease.owner} expired at {lease.expires_at.isoformat()}; its "
+                f"host is ended by its own fencing, taken over from {due.isoformat()}",
+                reason="lease_held",
+                details={"owner": lease.owner, "epoch": lease.epoch, "fencing_until": due},
+            )
+
     def release(self, session_id: str) -> None:
         token = self._tokens.pop(session_id, None)
+        if self._deadlines is not None:
+            self._deadlines.forget(session_id)
         if token is not None:
             self._keeper.drop(session_id)
             # Fenced off already means nothing of ours is left to release.
@@ -127,6 +164,8 @@ class SessionLeases:
     def forget(self, session_id: str) -> None:
         """Stop renewing a lease that is no longer ours (taken over), or that this
         controller cannot reach the database to release: nothing to release."""
+        if self._deadlines is not None:
+            self._deadlines.forget(session_id)
         if self._tokens.pop(session_id, None) is not None:
             self._keeper.drop(session_id)
 
@@ -141,6 +180,9 @@ class SessionLeases:
         that fell behind (a stalled machine) before a turn is accepted on it.
         """
         lease = session.lease
+        # Read before the database's clock is: the lease is confirmed from no later.
+        sent = self._deadlines.now() if self._deadlines is not None else 0.0
+        started = self._keeper.monotonic()
         now = self._sessions.now()
         half = timedelta(seconds=self.lease_seconds / 2)
         if lease.expires_at is not None and lease.expires_at - now >= half:
@@ -148,4 +190,7 @@ class SessionLeases:
         sid = session.session_id
         until = now + timedelta(seconds=self.lease_seconds)
         done = self._sessions.execute(sid, RenewLease(lease=self.token(sid), expires_at=until))
+        if self._deadlines is not None:
+            self._deadlines.confirmed(sid, sent)
+        self._keeper.renewed(sid, started)
         return done.state if done.state is not None else self._sessions.load(sid)

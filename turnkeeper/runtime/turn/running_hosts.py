@@ -49,6 +49,7 @@ class RunningHosts:
         self._running: dict[str, tuple[str, HostRun, float]] = {}
         self._lock = threading.Lock()
         self._exiting = threading.Event()
+        self._why: dict[str, str] = {}  # turn id -> why :meth:`end_all` ended its host
 
     def tracking(self, sid: str, turn_id: str, run: HostRun) -> Bracket:
         """``run`` is listed as turn ``turn_id`` of session ``sid`` while in the block."""
@@ -75,6 +76,41 @@ class RunningHosts:
             RunningHost(turn_id=tid, session_id=sid, pid=run.identity.pid, seconds=now - since)
             for tid, (sid, run, since) in items
         ]
+
+    def kill(self, turn_id: str) -> bool:
+        """End turn ``turn_id``'s host's whole process tree; whether it is gone (False
+        also when no such host runs now)."""
+        with self._lock:
+            entry = self._running.get(turn_id)
+        if entry is None:
+            return False
+        try:
+            return entry[1].kill_tree().complete
+        except Exception:  # a host's own error: logged, and the caller's record says so
+            log.exception("turn %s: ending the host's process tree failed", turn_id)
+            return False
+
+    def end_all(self, why: str) -> EndedHosts:
+        """End every running host's whole process tree while the process goes on (a
+        graceful stop's bound: runtime/control/stopping.py): each turn is recorded as
+        its host ended, the receipt saying ``why`` (:meth:`why_ended`)."""
+        with self._lock:
+            turn_ids = list(self._running)
+            self._why.update(dict.fromkeys(turn_ids, why))
+        ended: list[str] = []
+        not_ended: list[str] = []
+        for turn_id in turn_ids:
+            gone = self.kill(turn_id)
+            with self._lock:
+                finished = turn_id not in self._running  # ended on its own meanwhile
+            (ended if gone or finished else not_ended).append(turn_id)
+        return EndedHosts(ended, not_ended)
+
+    def why_ended(self, turn_id: str) -> str | None:
+        """Why :meth:`end_all` ended turn ``turn_id``'s host (None: it did not); asked
+        once, by the driver when the host has ended."""
+        with self._lock:
+            return self._why.pop(turn_id, None)
 
     def kill_all(self) -> EndedHosts:
         """End every running host's whole process tree."""
