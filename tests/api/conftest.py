@@ -191,7 +191,9 @@ def api_project(backend: str, tmp_path: Path) -> Iterator[ApiProject]:
 @contextmanager
 def served(app: FastAPI) -> Iterator[str]:
     """``app`` in a real uvicorn on a free loopback port, in a thread; its base URL."""
-    sock = socket.socket()
+    # Created as turnkeeper serve creates its socket (TCP named: asyncio then turns off
+    # Nagle's algorithm on each connection, as it does for a socket it made itself).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)

@@ -54,9 +54,10 @@ Reason = Annotated[str, Field(min_length=1, max_length=2000, pattern=LINE_PATTER
 
 
 class Body(BaseModel):
-    """A request body: unknown fields are refused, not ignored."""
+    """A request body: unknown fields are refused, not ignored, and every value has the
+    JSON type its schema says (strict: ``false`` is no integer 0, ``1`` no boolean)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def store_of(request: Request) -> EventStore:

@@ -18,8 +18,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
-from turnkeeper.api.access import Unauthenticated
+from turnkeeper.api.access import Unauthenticated, app_routes
 from turnkeeper.api.deps import JsonObject
 from turnkeeper.errors import HTTP_STATUS, ErrorCode, TurnkeeperError
 from turnkeeper.json_types import JsonDict, JsonList, JsonValue
@@ -117,7 +118,19 @@ def _invalid(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-def _http(_request: Request, exc: Exception) -> JSONResponse:
+def _allowed(request: Request) -> str:
+    """Every method of every route at the request's path. Starlette's own ``Allow``
+    names the first matching route's alone, and FastAPI makes a route per method (GET
+    and DELETE of one session are two)."""
+    methods: set[str] = set()
+    for route in app_routes(request.app):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
+
+
+def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
         return error_response(ErrorCode.NOT_FOUND, "no_such_route", "no such route")
@@ -127,7 +140,7 @@ def _http(_request: Request, exc: Exception) -> JSONResponse:
             "method_not_allowed",
             "this route does not take that method",
             status=405,
-            headers=dict(exc.headers or {}),
+            headers={**(exc.headers or {}), "Allow": _allowed(request)},
         )
     code = ErrorCode.INVALID_ARGUMENT if exc.status_code < 500 else ErrorCode.INTERNAL
     return error_response(code, "http_error", str(exc.detail)[:_MAX_TEXT], status=exc.status_code)

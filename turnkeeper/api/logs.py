@@ -53,7 +53,15 @@ async def log_requests(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     began = time.monotonic()
-    response = await call_next(request)
+    try:
+        response = await call_next(request)
+    except Exception as error:
+        # Nothing expected it: answered here, by the app's own handler for it (INTERNAL,
+        # api/errors.py; a page on a page path). Left to Starlette's outermost
+        # middleware it is answered too, but then raised on to uvicorn, which closes
+        # the connection under a client that keeps it alive for its next request.
+        answer = request.app.exception_handlers[Exception](request, error)
+        response = answer if isinstance(answer, Response) else await answer
     principal = getattr(request.state, "principal", None)
     elapsed = round((time.monotonic() - began) * 1000, 1)
     log.info(

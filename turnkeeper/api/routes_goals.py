@@ -47,7 +47,8 @@ class GoalCreate(Body):
 
 class GoalClose(Body):
     summary: Text
-    reason: NoFollowUpReason = NoFollowUpReason.ACCEPTANCE_MET
+    # Given as its JSON string: strict would want the enum member itself.
+    reason: NoFollowUpReason = Field(default=NoFollowUpReason.ACCEPTANCE_MET, strict=False)
 
 
 class CriterionMet(Body):

@@ -51,12 +51,26 @@ def default_owner() -> str:
 
 
 @contextmanager
-def open_project_store(project: Project | None = None) -> Iterator[tuple[Project, EventStore]]:
+def open_project_store(
+    project: Project | None = None, *, reading: bool = False
+) -> Iterator[tuple[Project, EventStore]]:
+    """The project's store, open for the block.
+
+    ``reading``: for a command that only reads. A database known to be behind its
+    workspaces (their snapshots name turns the log lost) is refused as DATA_LOSS,
+    as ``status``, ``verify`` and ``run`` refuse it: a read would show as the
+    project's state what is no longer all of it. (``status`` and ``session list``
+    check the sessions they list themselves, to list them once.)
+    """
     project = project or find_project()
     from turnkeeper.store import open_store
 
     store = open_store(project.database_url)
     try:
+        if reading:
+            from turnkeeper.runtime.services.workspace_claims import check_store_not_behind
+
+            check_store_not_behind(store)
         yield project, store
     finally:
         store.close()
@@ -95,10 +109,11 @@ def open_project_store_waiting(
 
 
 @contextmanager
-def goal_service() -> Iterator[GoalService]:
+def goal_service(*, reading: bool = False) -> Iterator[GoalService]:
+    """The goal service on the project's store (``reading``: see open_project_store)."""
     from turnkeeper.runtime.services.goals import GoalService
 
-    with open_project_store() as (_, store):
+    with open_project_store(reading=reading) as (_, store):
         yield GoalService(store)
 
 

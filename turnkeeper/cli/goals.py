@@ -98,7 +98,7 @@ def goal_show(
     """
     from turnkeeper.cli.render import render_goal
 
-    with goal_service() as goals:
+    with goal_service(reading=True) as goals:
         gid = goals.resolve("goal", goal_id)
         state = goals.load(gid)
         audit = goals.audit(gid)
@@ -122,7 +122,7 @@ def goal_list(as_json: bool = JsonOption) -> None:
     """
     from turnkeeper.cli.render import render_goal_list
 
-    with goal_service() as goals:
+    with goal_service(reading=True) as goals:
         # Each goal audited from the state listed, not read again.
         rows = [(state, goals.audit_of(state)) for state in goals.list_goals()]
     if as_json:

@@ -46,7 +46,7 @@ def handoff(
     from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.runtime.workspaces.workspace import git_revision
 
-    with open_project_store() as (project, store):
+    with open_project_store(reading=True) as (project, store):
         goals = GoalService(store)
         gid = goals.resolve("goal", goal_id)
         state = goals.load(gid)

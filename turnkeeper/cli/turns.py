@@ -47,7 +47,7 @@ def turn_list(session_id: str = SessionArgument, as_json: bool = JsonOption) -> 
     from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.runtime.services.turn_listing import list_turns
 
-    with open_project_store() as (_, store):
+    with open_project_store(reading=True) as (_, store):
         sessions = SessionService(store)
         sid = sessions.resolve_id(session_id)
         turns = list_turns(store, sid)
@@ -88,7 +88,7 @@ def turn_show(
     from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.runtime.services.turn_listing import find_turn, show_turn
 
-    with open_project_store() as (_, store):
+    with open_project_store(reading=True) as (_, store):
         sid, tid = find_turn(store, turn_id)
         turn = show_turn(store, sid, tid)
         now = SessionService(store).now()
@@ -154,7 +154,7 @@ def logs(
     from turnkeeper.runtime.services.sessions import SessionService
     from turnkeeper.runtime.services.turn_listing import find_turn, journaled_events
 
-    with open_project_store() as (_, store):
+    with open_project_store(reading=True) as (_, store):
         sid = SessionService(store).resolve_id(session_id)
         turn_id = None
         if turn is not None:

@@ -54,7 +54,7 @@ def todo_list(
     from turnkeeper.cli.render_work import render_todo_list
     from turnkeeper.runtime.services import work_views
 
-    with goal_service() as goals:
+    with goal_service(reading=True) as goals:
         state = goals.load(goals.resolve("goal", goal_id))
     rows = work_views.todos(state, [s.value for s in status])
     if as_json:
@@ -82,7 +82,7 @@ def todo_show(
     from turnkeeper.runtime.services import work_views
     from turnkeeper.runtime.services.goals import utc_now
 
-    with goal_service() as goals:
+    with goal_service(reading=True) as goals:
         gid, tid = goals.locate("todo", todo_id)
         state = goals.load(gid)
     detail = work_views.todo_detail(state, tid, utc_now())
@@ -109,7 +109,7 @@ def gate_list(
     """
     from turnkeeper.cli.render_work import render_gate_list
 
-    with goal_service() as goals:
+    with goal_service(reading=True) as goals:
         state = goals.load(goals.resolve("goal", goal_id))
     wanted = {s.value for s in status}
     rows = [g for g in state.gates.values() if not wanted or g.status.value in wanted]
@@ -139,7 +139,7 @@ def evidence_list(
     from turnkeeper.runtime.services import work_views
     from turnkeeper.runtime.services.goals import utc_now
 
-    with goal_service() as goals:
+    with goal_service(reading=True) as goals:
         state = goals.load(goals.resolve("goal", goal_id))
     rows = work_views.evidence_rows(state, utc_now(), key)
     if as_json:

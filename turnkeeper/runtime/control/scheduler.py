@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from turnkeeper.errors import TurnkeeperError
+
 log = logging.getLogger(__name__)
 
 # How often a thread waiting for a free slot looks whether the run is stopping.
@@ -75,7 +77,7 @@ class TurnSlots:
 
 @dataclass
 class SessionThreads:
-    """The threads of one run, and the first unexpected error any of them met."""
+    """The threads of one run, and the errors they met (the caller raises the first)."""
 
     errors: list[BaseException] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -91,13 +93,19 @@ class SessionThreads:
         def body(sid: str) -> None:
             try:
                 drive(sid)
-            except BaseException as error:  # recorded, re-raised by the caller at the end
-                # A SystemExit is the control plane exiting on purpose (a second signal
-                # ended the hosts), not a failure to show a traceback for.
-                if not isinstance(error, SystemExit):
-                    log.exception("session %s: driving it failed", sid)
+            except BaseException as error:  # recorded; the first is raised by the caller
                 with self._lock:
+                    first = not self.errors
                     self.errors.append(error)
+                # A SystemExit is the control plane exiting on purpose (a second signal
+                # ended the hosts), not a failure to show. A typed error (a full disk,
+                # a database away) is said in one line, never as a traceback: the
+                # first by the caller that raises it, any other here.
+                if isinstance(error, TurnkeeperError):
+                    if not first:
+                        log.warning("session %s: stopped: %s", sid, error.message)
+                elif not isinstance(error, SystemExit):
+                    log.exception("session %s: driving it failed", sid)
             finally:
                 with self._lock:
                     left[0] -= 1

@@ -222,6 +222,24 @@ def check_workspaces_not_ahead(
         raise behind_error(behind)
 
 
+def check_store_not_behind(store: EventStore) -> None:
+    """:func:`check_workspaces_not_ahead` over every session of the store: what a read
+    command checks before it answers (cli/context.py), so that it never shows as the
+    project's state a log that lost what its workspaces record. Reads the sessions'
+    projections as ``status`` does (no state model).
+
+    A damaged session row leaves the check undone rather than refusing every read: it
+    is DATA_LOSS for whatever reads that session (and for ``status`` and ``verify``),
+    and a read of an intact goal stays possible, as it is with no claims at all."""
+    from turnkeeper.runtime.services.session_listing import list_sessions
+
+    try:
+        listed = list_sessions(store)
+    except DataLoss:
+        return
+    check_workspaces_not_ahead(store, [s.state for s in listed])
+
+
 def accept_loss(store: EventStore, state: SessionState) -> list[str]:
     """Move the session's snapshot refs the log lacks to ``refs/turnkeeper/lost/``; the
     refs moved (their new names). The log's view wins from here on: ``run`` goes on

@@ -67,6 +67,7 @@ from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
 from turnkeeper.runtime.turn.commits import TurnCommits
 from turnkeeper.runtime.turn.effects import EffectRunner, EffectsSummary
 from turnkeeper.runtime.turn.event_pump import TIMED_OUT, CappedEvents, EventBatcher, feed_of
+from turnkeeper.runtime.turn.fencing import HostFence, LeaseDeadlines
 from turnkeeper.runtime.turn.host_journal import PendingStart, journal_host
 from turnkeeper.runtime.turn.host_receipts import (
     artifact_digest,
@@ -164,10 +165,13 @@ class TurnDriver:
         self._commits = TurnCommits(
             sessions.store, sessions.now, token, retain=self._config.snapshot_retain
         )
+        # Until when each lease is confirmed: what the fence ends a host by when its lease
+        # could not be renewed before it runs out (runtime/turn/fencing.py).
+        self.lease_deadlines = LeaseDeadlines(self._config.lease_seconds)
         # Renews every lease its owner holds (the controller holds each session's for
         # the whole run) and, around a running host, the running session's.
         self.lease_keeper = LeaseKeeper(
-            renewing(sessions, token, self._config.lease_seconds),
+            renewing(sessions, token, self._config.lease_seconds, self.lease_deadlines),
             self._config.lease_seconds / 3,
             self._config.clock,
         )
@@ -185,9 +189,12 @@ class TurnDriver:
         )
         # Hosts running now, by turn id: what a second SIGINT ends (runtime/control/stopping.py).
         self._hosts = RunningHosts()
+        self._fence = HostFence(self.lease_deadlines, self._hosts, self._fenced)
         # Who is told of each host start and event as the pump sees it, and of what each
         # write-back refused (``run``'s display).
         self.watcher: TurnWatcher | None = None
+        # Who is told that the fence ended a host (the controller's report).
+        self.fence_notice: Callable[[str, str, str], None] | None = None
         self._commits.written_back = self._written_back
 
     # --- one turn -------------------------------------------------------------------
@@ -280,14 +287,24 @@ class TurnDriver:
         """Journal a started host's events after ``after_seq`` until it ends, then its
         outcome (with the host's ``start`` first, if no write took it yet)."""
         sid = session.session_id
-        with self._hosts.tracking(sid, envelope.turn_id, run):
+        with self._fence.watching(), self._hosts.tracking(sid, envelope.turn_id, run):
             try:
                 outcome = self._pump(session, envelope, run, after_seq, start)
             except BaseException:
                 # The turn can no longer be journaled (fenced off, store gone, a
                 # signal): its host must not run on unwatched.
                 run.kill_tree()
+                self._fence.take(envelope.turn_id)
                 raise
+        fenced = self._fence.take(envelope.turn_id)
+        if fenced is not None and not outcome.succeeded:
+            # Ended by the fence (a signal): the receipt says why, if it can still be
+            # written (the lease may be renewable again by now).
+            outcome = outcome.model_copy(update={"message": fenced})
+        stopped = self._hosts.why_ended(envelope.turn_id)
+        if stopped is not None and not outcome.succeeded:
+            # Ended by a graceful stop's bound (runtime/control/stopping.py): said so.
+            outcome = outcome.model_copy(update={"message": stopped})
         if self._hosts.exiting():
             # The process exits by its signal any moment now (the handler that ended
             # the host sends it next): record nothing more.
@@ -298,9 +315,19 @@ class TurnDriver:
 
     # --- the hosts running now -----------------------------------------------------------
 
+    def _fenced(self, sid: str, turn_id: str, why: str) -> None:
+        """The fence ended turn ``turn_id``'s host: tell the watcher (``run``'s display)."""
+        if self.fence_notice is not None:
+            self.fence_notice(sid, turn_id, why)
+
     def running_hosts(self) -> list[RunningHost]:
         """The hosts running now: which turn of which session, for how long."""
         return self._hosts.listed()
+
+    def end_running_hosts(self, why: str) -> EndedHosts:
+        """End every running host's whole process tree; each turn is recorded as its
+        host ended, the receipt saying ``why`` (a graceful stop's bound)."""
+        return self._hosts.end_all(why)
 
     def kill_running_hosts(self) -> EndedHosts:
         """End every running host's whole process tree (a second SIGINT, the process
