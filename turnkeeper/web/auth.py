@@ -141,7 +141,14 @@ def authorize_page(store: EventStore, request: Request, needed: Access) -> Princ
     if mutating and not _same_origin(request):
         raise PermissionDenied("a request from another site is refused", reason="cross_site")
     entry = web_sessions(request).get(request.cookies.get(COOKIE))
-    principal = authorize_token(store, request, needed, entry.token if entry else None)
+    try:
+        principal = authorize_token(store, request, needed, entry.token if entry else None)
+    except PermissionDenied:
+        # Who was refused, for the error page alone: it links a share back to its own
+        # session (authenticated, never authorized: nothing else reads it).
+        if entry is not None:
+            request.state.refused_caller = AccessService(store).authenticate(entry.token)
+        raise
     if mutating:
         sent = request.headers.get(CSRF_HEADER, "")
         if entry is None or not secrets.compare_digest(sent.encode(), entry.csrf.encode()):

@@ -10,6 +10,7 @@ request, a notice the page shows), so the two never disagree.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,13 +93,20 @@ def seconds(value: float | None) -> str:
     return f"{int(value // 60)} min {int(value % 60)} s"
 
 
+def path_part(value: str) -> str:
+    """An id as one part of a URL's path: an agent may name a gate ``ship?#1``."""
+    return urllib.parse.quote(value, safe="")
+
+
 ENV: Final = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(["html"]),
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENV.filters.update(relative=relative, exact=exact, iso=iso, short=short, seconds=seconds)
+ENV.filters.update(
+    relative=relative, exact=exact, iso=iso, short=short, seconds=seconds, path_part=path_part
+)
 ENV.filters["tojson_attr"] = lambda value: json.dumps(value, sort_keys=True)
 
 
@@ -125,7 +133,8 @@ _HINTS: Final = {
     "no_token": "Open the login link `turnkeeper serve` printed, or a share's link.",
     "invalid_token": "This link or token is not valid here (revoked, or the server was "
     "started with another admin token). Ask for a new link.",
-    "share_scope": "This link shows one session only.",
+    "share_scope": "This link shows one session and its goal only; the project's other "
+    "pages, and deciding a gate, need the admin's login link.",
     "csrf": "Reload the page and try again.",
     "cross_site": "Use the controls on this server's own pages.",
 }
@@ -153,15 +162,22 @@ def _page_or(original: Handler) -> Handler:
     return handle
 
 
+# Refusals after which a share's own session is still open to it: the page links back.
+_STILL_SHARED: Final = frozenset({"share_scope", "share_mode", "csrf", "cross_site"})
+
+
 def error_page(request: Request, status: int, error: JsonMapping) -> HTMLResponse:
     principal = getattr(request.state, "principal", None)
-    share = getattr(principal, "share", None)
+    caller = principal or getattr(request.state, "refused_caller", None)
+    share = getattr(caller, "share", None)
+    still_shared = principal is not None or str(error.get("reason")) in _STILL_SHARED
     context = {
         "status": status,
         "title": _TITLES.get(status, "Error" if status < 500 else "Server error"),
         "error": error,
         "hint": _HINTS.get(str(error.get("reason")), ""),
-        "own_session": share.session_id if share is not None else None,
+        "own_session": share.session_id if share is not None and still_shared else None,
+        "principal": caller,
     }
     template = "_notice.html" if request.headers.get("hx-request") else "error.html"
     response = render(request, template, status_code=status, **context)

@@ -1,11 +1,12 @@
 """The web view's routes: pages, the parts of them htmx refreshes, the live host log,
-the session controls and the package's static files.
+the session controls, deciding a gate and the package's static files.
 
 Every route declares its access mode and scope like an API route (the app is not
 built otherwise) and is marked as a page: it authenticates by the web session
 cookie (turnkeeper/web/auth.py). A control calls the very function of the JSON
-route it mirrors (``session_stop``, ``session_revert``, ...), so a refusal or a
-retried revert behaves the same on both.
+route it mirrors (``session_stop``, ``session_revert``, ``gate_resolve``, ...), so a
+refusal or a retried revert behaves the same on both, and a gate decided here is
+recorded as ``gate resolve --by`` records it, the signed-in caller as its decider.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ from typing import Annotated, Final, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, StreamingResponse
 
-from turnkeeper.api import events, routes_sessions
+from turnkeeper.api import events, routes_goals, routes_sessions
 from turnkeeper.api.access import access
 from turnkeeper.api.deps import IdempotencyKey, IdPath, SessionPath, store_of
+from turnkeeper.errors import InvalidArgument
+from turnkeeper.kernel.proposals import checked_input
+from turnkeeper.runtime.services.access import Principal
 from turnkeeper.store.base import EventStore
 from turnkeeper.web import views
 from turnkeeper.web.auth import page, web_sessions
-from turnkeeper.web.render import HERE, render
+from turnkeeper.web.forms import form_fields
+from turnkeeper.web.gates import GateOrigins, gate_row
+from turnkeeper.web.render import HERE, path_part, render
 
 router = APIRouter(include_in_schema=False)
 Store = Annotated[EventStore, Depends(store_of)]
@@ -46,6 +52,19 @@ Result = Annotated[
     | None,
     Query(),
 ]  # fmt: skip
+# The notice for each control: what it did, then the session's status (or, for a
+# revert, the operation's outcome), in words that do not repeat each other.
+DONE_WORDS: Final = {"stop": "stopped", "resume": "resumed", "crash": "marked crashed"}
+REVERT_WORDS: Final = {
+    "reverted": "reverted to the last snapshot; the session is suspended (resume it to go on)",
+    "unchanged": "nothing to revert: the session is not crashed",
+    "superseded": "the revert was superseded by a delete",
+    "pending": "the revert is under way",
+}
+# A decision's buttons: a word the agent reads back (``approved``, ``rejected``), or
+# ``answer``: the words typed in the ``answer`` field are the decision.
+CHOICES: Final = ("approved", "rejected", "answer")
+Form = Annotated[dict[str, str], Depends(form_fields)]
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -55,7 +74,7 @@ def sessions_page(
     request: Request, store: Store, status: StatusFilter = None, part: Part = None
 ) -> Response:
     """Every session (filtered by status) and every goal with its audit."""
-    data = views.sessions_view(store, status)
+    data = views.sessions_view(store, status, gate_origins(request))
     template = "_sessions_live.html" if part == "live" else "sessions.html"
     return render(request, template, **data)
 
@@ -74,7 +93,7 @@ def session_page(
     """A session: its state, timeline, recovery report, snapshots, log and controls."""
     view = views.session_view(store, session_id, request.state.principal)
     template = "_session_live.html" if part == "live" else "session.html"
-    notice = f"{done}: {result}" if done and result else None
+    notice = _notice(done, result)
     return render(
         request,
         template,
@@ -99,6 +118,14 @@ def session_log(
 ) -> StreamingResponse:
     """The live host log: the API's event stream, for the page's EventSource."""
     return events.session_events(request, session_id, store, None, last_event_id, follow)
+
+
+def _notice(done: str | None, result: str | None) -> str | None:
+    if not done or not result:
+        return None
+    if done == "revert":
+        return REVERT_WORDS.get(result, result)
+    return f"{DONE_WORDS.get(done, done)}: the session is {result}"
 
 
 def _done(
@@ -155,13 +182,82 @@ def delete(
     return _done(request, session_id, store, "delete", answer.result)
 
 
+def gate_origins(request: Request) -> GateOrigins:
+    found: GateOrigins = request.app.state.gate_origins
+    return found
+
+
 @router.get("/goals/{goal_id}", response_class=HTMLResponse)
 @access("read")
 @page()
 def goal_page(request: Request, goal_id: IdPath, store: Store, part: Part = None) -> Response:
     """A goal: todos, gates, monitors, evidence and its terminal audit."""
-    data = views.goal_view(store, goal_id)
-    return render(request, "_goal_live.html" if part == "live" else "goal.html", **data)
+    data = views.goal_view(store, goal_id, gate_origins(request), request.state.principal)
+    live = f"/goals/{data['state'].goal.id}?part=live"
+    template = "_goal_live.html" if part == "live" else "goal.html"
+    may = views.may_decide(request.state.principal)
+    return render(request, template, live_url=live, may_decide=may, **data)
+
+
+@router.get("/sessions/{session_id}/goal", response_class=HTMLResponse)
+@access("read", "session")
+@page()
+def session_goal_page(
+    request: Request, session_id: SessionPath, store: Store, part: Part = None
+) -> Response:
+    """The goal of a session: the one goal a share of that session may read."""
+    state = routes_sessions.session_show(session_id, store)
+    data = views.goal_view(store, state.goal_id, gate_origins(request), request.state.principal)
+    live = f"/sessions/{session_id}/goal?part=live"
+    template = "_goal_live.html" if part == "live" else "goal.html"
+    may = views.may_decide(request.state.principal)
+    return render(request, template, live_url=live, may_decide=may, **data)
+
+
+@router.get("/gates/{gate_id}", response_class=HTMLResponse)
+@access("read")
+@page()
+def gate_page(
+    request: Request,
+    gate_id: IdPath,
+    store: Store,
+    done: Annotated[Literal["resolved"] | None, Query()] = None,
+) -> Response:
+    """A gate: its question, what opened it, and the decision (or the form to take it)."""
+    row = gate_row(store, gate_origins(request), gate_id)
+    notice = "decided" if done and row.gate.resolution else None
+    may = views.may_decide(request.state.principal)
+    return render(request, "gate.html", row=row, notice=notice, may_decide=may)
+
+
+@router.post("/gates/{gate_id}/resolve")
+@access("update")
+@page()
+def resolve_gate(request: Request, gate_id: IdPath, store: Store, form: Form) -> Response:
+    """Decide a gate as the signed-in caller: ``gate_resolve``, the API's own route,
+    with the caller as ``by`` (who the API's log names: ``admin``)."""
+    caller: Principal = request.state.principal
+    decision = _decision(form)
+    with checked_input():
+        body = routes_goals.GateResolve(decision=decision, by=caller.label, payload={"via": "web"})
+    gate = routes_goals.gate_resolve(gate_id, body, store)
+    target = f"/gates/{path_part(gate.id)}?done=resolved"
+    return Response(status_code=200, headers={"HX-Redirect": target, "Cache-Control": "no-store"})
+
+
+def _decision(form: dict[str, str]) -> str:
+    """The decision a gate's form says: the button's word, or the typed answer."""
+    choice = form.get("choice", "")
+    if choice not in CHOICES:
+        raise InvalidArgument(
+            "a decision is approved, rejected or an answer in words", reason="bad_decision"
+        )
+    if choice != "answer":
+        return choice
+    answer = form.get("answer", "").strip()
+    if not answer:
+        raise InvalidArgument("type the answer before sending it", reason="empty_decision")
+    return answer
 
 
 @router.get("/operations", response_class=HTMLResponse)

@@ -3,8 +3,10 @@
 Sessions come from ``/v1/status``'s function, a session from ``session_show``,
 its turns from ``list_turns`` (what ``/v1/sessions/{id}/turns`` folds), snapshots
 from ``list_snapshots``, a goal and its audit from the goal routes, an operation
-from ``operation_show``. What is added here is layout only: the timeline puts the
-turns, reverts and restart recoveries of a session in the order they happened.
+from ``operation_show``, what an agent last said from ``recent_turn`` (the end of
+its session's log, as the next turn's brief reads it) and gates from gates.py. What
+is added here is layout only: the timeline puts the turns, reverts and restart
+recoveries of a session in the order they happened.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Final, TypedDict
 from turnkeeper.api import routes_goals, routes_sessions, routes_status
 from turnkeeper.api.access import Access, share_refusal
 from turnkeeper.api.access import Mode as AccessMode
+from turnkeeper.api.access import Scope as AccessScope
 from turnkeeper.api.routes_status import GoalSummary
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel import GoalState, TerminalAudit
@@ -27,24 +30,73 @@ from turnkeeper.runtime.services.access import Principal
 from turnkeeper.runtime.services.extension_states import ExtensionStatus
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.runtime.services.snapshot_listing import list_snapshots
-from turnkeeper.runtime.services.turn_listing import TurnInfo, list_turns
+from turnkeeper.runtime.services.turn_listing import TurnInfo, list_turns, recent_turn
+from turnkeeper.runtime.turn.run_progress import message_text
 from turnkeeper.store.base import EventStore
+from turnkeeper.web.gates import GateOrigins, GateRow, open_gates, rows_of
 
 STATUSES: Final = ("ready", "running", "suspended", "crashed", "closed", "deleted")
 _MARK_TYPES: Final = frozenset(
     {"operation.started", "operation.finished", "session.recovery_reported"}
 )
 _OPERATION_TYPES: Final = frozenset({"session.created", "operation.started", "operation.joined"})
+# What an agent said, as a listing shows it (the whole of it, up to the 500 characters
+# a run's display keeps, on hover).
+SAID_CHARS: Final = 160
+# The sessions page reads what the agent said for its newest sessions only: each is a
+# read of the end of a session's log, every refresh.
+MAX_SAID: Final = 100
 
 
-def may(principal: Principal | None, mode: AccessMode, session_id: str) -> bool:
-    """Whether ``principal`` may use a control of session ``session_id`` that needs
-    ``mode``: the same rule the server applies when the control is used."""
+def may(
+    principal: Principal | None,
+    mode: AccessMode,
+    session_id: str | None,
+    scope: AccessScope = "session",
+) -> bool:
+    """Whether ``principal`` may use a control that needs ``mode`` in ``scope`` (of
+    session ``session_id``): the same rule the server applies when it is used."""
     if principal is None:
         return False
     if principal.share is None:
         return True
-    return share_refusal(principal.share, Access(mode, "session"), session_id) is None
+    return share_refusal(principal.share, Access(mode, scope), session_id) is None
+
+
+def may_decide(principal: Principal | None) -> bool:
+    """Whether ``principal`` may decide a gate: the rule of ``POST /gates/ID/resolve``,
+    the API's (``update`` on the project: the admin; a share reaches one session)."""
+    return may(principal, "update", None, "project")
+
+
+@dataclass(frozen=True)
+class Said:
+    """The last thing an agent said in its session's latest turn."""
+
+    text: str  # up to the 500 characters a run's display keeps
+    turn_id: str
+    at: datetime  # when its batch of host events was journaled
+
+    @property
+    def clipped(self) -> str:
+        return self.text if len(self.text) <= SAID_CHARS else self.text[: SAID_CHARS - 1] + "…"
+
+
+def latest_said(store: EventStore, state: SessionState) -> Said | None:
+    """The last message host event of the session's latest turn (in flight or ended),
+    read from the end of its log; None when that turn said nothing (yet)."""
+    if state.in_flight is not None:
+        turn_id = state.in_flight.envelope.turn_id
+    elif state.last_turn_end is not None:
+        turn_id = state.last_turn_end.turn_id
+    else:
+        return None
+    turn = recent_turn(store, state.session_id, turn_id)
+    for event in reversed(turn.events if turn is not None else []):
+        text = message_text(event.kind, event.data)
+        if text is not None:
+            return Said(text, turn_id, event.at)
+    return None
 
 
 # --- the sessions page ----------------------------------------------------------------
@@ -56,20 +108,27 @@ class SessionsPage(TypedDict):
     goals: list[GoalSummary]
     extensions: list[ExtensionStatus]
     sessions: list[SessionState]
+    said: dict[str, Said]
+    gates: list[GateRow]
     counts: dict[str, int]
     total: int
     status: str | None
     statuses: tuple[str, ...]
 
 
-def sessions_view(store: EventStore, status: str | None) -> SessionsPage:
+def sessions_view(store: EventStore, status: str | None, origins: GateOrigins) -> SessionsPage:
     answer = routes_status.status(store)
     sessions = [s for s in answer.sessions if status is None or s.status == status]
+    sessions.sort(key=lambda s: s.created_at, reverse=True)
     counts = {name: sum(1 for s in answer.sessions if s.status == name) for name in STATUSES}
+    live = [s for s in sessions if s.status != "deleted"][:MAX_SAID]
+    said = {s.session_id: found for s in live if (found := latest_said(store, s)) is not None}
     return {
         "goals": answer.goals,
         "extensions": answer.extensions,
-        "sessions": sorted(sessions, key=lambda s: s.created_at, reverse=True),
+        "sessions": sessions,
+        "said": said,
+        "gates": open_gates(store, origins),
         "counts": counts,
         "total": len(answer.sessions),
         "status": status,
@@ -106,6 +165,7 @@ class SessionView:
     timeline: list[Entry]
     snapshots: list[JsonDict]
     last_turn: TurnInfo | None
+    said: Said | None = None
     controls: dict[str, bool] = field(default_factory=dict)
 
 
@@ -133,14 +193,8 @@ def _marks(store: EventStore, sid: str) -> list[Mark]:
                 )
             )
         elif isinstance(event, OperationFinished):
-            by = f" by {event.superseded_by}" if event.superseded_by else ""
             marks.append(
-                Mark(
-                    event.at,
-                    f"{event.kind}-finished",
-                    f"{event.kind} {event.outcome}{by}",
-                    event.request_id,
-                )
+                Mark(event.at, f"{event.kind}-finished", _finished(event), event.request_id)
             )
         elif isinstance(event, ev.RecoveryReported):
             report = event.report
@@ -153,6 +207,15 @@ def _marks(store: EventStore, sid: str) -> list[Mark]:
             )
             marks.append(Mark(report.finished_at, kind, title, None, ", ".join(acted), report))
     return marks
+
+
+def _finished(event: OperationFinished) -> str:
+    """``reverted``, ``deleted``, ``revert superseded by ...``: the outcome names the
+    kind already (not "revert reverted")."""
+    if event.outcome == "superseded":
+        by = f" by {event.superseded_by}" if event.superseded_by else ""
+        return f"{event.kind} superseded{by}"
+    return event.outcome
 
 
 # The controls of a session, the mode each needs, and the statuses it applies in.
@@ -179,7 +242,8 @@ def session_view(store: EventStore, session_ref: str, principal: Principal | Non
     }
     if not state.snapshots:
         controls["revert"] = False
-    return SessionView(state, entries, snapshots, turns[-1] if turns else None, controls)
+    said = latest_said(store, state)
+    return SessionView(state, entries, snapshots, turns[-1] if turns else None, said, controls)
 
 
 def phase_rows(turn: TurnInfo) -> list[tuple[str, datetime, float]]:
@@ -199,21 +263,32 @@ class GoalPage(TypedDict):
     counters: dict[str, int]
     blocked: dict[str, list[str]]
     sessions: list[SessionState]
+    gates: list[GateRow]
 
 
-def goal_view(store: EventStore, goal_ref: str) -> GoalPage:
+def goal_view(
+    store: EventStore, goal_ref: str, origins: GateOrigins, principal: Principal | None
+) -> GoalPage:
+    """A goal's page; a share's (its session's goal) lists that session alone, not the
+    goal's other sessions: a share reaches one session and names no other."""
     state = routes_goals.goal_show(goal_ref, store)
     audit = routes_goals.goal_audit(state.goal.id, store)
     blocked: dict[str, list[str]] = {}
     for blocker in audit.blockers:
         blocked.setdefault(blocker.subject, []).append(blocker.kind.value)
-    sessions = [s for s in SessionService(store).list() if s.goal_id == state.goal.id]
+    share = principal.share if principal is not None else None
+    sessions = [
+        s
+        for s in SessionService(store).list()
+        if s.goal_id == state.goal.id and (share is None or s.session_id == share.session_id)
+    ]
     return {
         "state": state,
         "audit": audit,
         "counters": audit.counters(),
         "blocked": blocked,
         "sessions": sessions,
+        "gates": rows_of(store, origins, state),
     }
 
 

@@ -93,6 +93,7 @@ def _report(
     return [ev.RecoveryReported(report=command.report, at=now)]
 
 
+_STOPPED = "stopped by operator"
 _STATUS_TARGETS: dict[str, tuple[SessionStatus, frozenset[str]]] = {
     # action: (target status, statuses it may leave)
     "stop": (SessionStatus.SUSPENDED, frozenset({"ready", "running", "suspended", "crashed"})),
@@ -126,9 +127,9 @@ def _set_status(state: SessionState, command: cmd.SetStatus, now: datetime) -> l
                 reason="effects_open",
                 details={"effect_ids": open_effects},
             )
-        reason = (
-            f"stopped by operator: {command.reason}" if command.reason else "stopped by operator"
-        )
+        # The operator's own reason is the default one: said once, not "X: X".
+        said = command.reason
+        reason = said if said.startswith(_STOPPED) else f"{_STOPPED}: {said}" if said else _STOPPED
         out.append(ev.TurnAbandoned(turn_id=turn.envelope.turn_id, reason=reason[:2000], at=now))
         turn = None
     if target == SessionStatus.READY and turn is not None:

@@ -12,7 +12,8 @@ Rules (docs/design.md, "Revert"):
 * a new operation is a compare-and-swap on the generation the caller observed;
 * a revert is admitted only for a crashed session with a completed snapshot, when
   no snapshot is being taken; admission fails the interrupted turn with a crash note;
-* only the executor finishes, with the same generation back;
+* only the executor finishes, with the same generation back; a finished revert
+  leaves the session suspended, its status reason naming the snapshot restored;
 * a closed session does no more work, but it can still be deleted.
 """
 
@@ -254,8 +255,27 @@ def finish(state: SessionState, command: cmd.FinishOperation, now: datetime) -> 
         raise Aborted("the session generation changed", reason="stale_generation")
     if op.kind == "revert" and "restored" not in op.steps:
         raise FailedPrecondition("the snapshot is not restored yet", reason="not_restored")
-    outcome = "reverted" if op.kind == "revert" else "deleted"
-    return [OperationFinished(at=now, request_id=op.request_id, kind=op.kind, outcome=outcome)]
+    done = OperationFinished(
+        at=now,
+        request_id=op.request_id,
+        kind=op.kind,
+        outcome="reverted" if op.kind == "revert" else "deleted",
+    )
+    if op.kind == "delete":
+        return [done]
+    # The revert leaves the session suspended: its reason says so, rather than the crash
+    # mark the revert answered (a status change of its own, which any reader decodes).
+    # A person asked for it, as for a stop: ``stop``, not the controller's ``suspend``.
+    turn = f"turn {op.snapshot_turn_id}" if op.snapshot_turn_id else "its last completed turn"
+    return [
+        done,
+        ev.StatusChanged(
+            action="stop",
+            status=SessionStatus.SUSPENDED,
+            reason=f"reverted to the snapshot of {turn}",
+            at=now,
+        ),
+    ]
 
 
 # --- evolve ------------------------------------------------------------------------------
