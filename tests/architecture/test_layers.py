@@ -27,6 +27,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "errors": (),
         "json_types": (),  # JSON as Python types: a leaf every layer may use
         "crashpoints": (),  # the fault-injection switch: a leaf every layer may hit
+        # Background loops that must keep running: every layer with one may supervise it.
+        "supervision": ("errors",),
         "vocabulary": (),  # the words hosts and the session kernel share
         "host_reports": (),  # the records a host reports and the session kernel journals
         "brief": ("vocabulary",),  # what an agent is told at every turn (a model)
@@ -38,16 +40,19 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "tools": ("errors", "vocabulary", "host_reports", "brief", "kernel", "hosts"),
         "effects": ("errors", "vocabulary"),
         "extensions": ("errors", "boundary", "effects", "hosts", "kernel"),
+        # Webhook notifications derived from the log (the runtime folds their stream).
+        "notify": ("errors", "kernel", "store", "vocabulary"),
         "runner": ("errors", "crashpoints", "hosts", "vocabulary", "host_reports"),
         "runtime": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
             *("extensions", "runner", "vocabulary", "host_reports", "brief", "tools"),
+            "notify",
         ),
         "handoff": ("errors", "boundary", "kernel", "runtime", "store"),
         "project_api": ("errors", "hosts", "kernel", "runtime", "store"),
-        "api": ("errors", "kernel", "project_api", "runtime", "store"),
+        "api": ("errors", "kernel", "project_api", "runtime", "store", "notify"),
         "web": ("errors", "kernel", "api", "runtime", "store"),
-        "server": ("errors", "api", "web", "store"),
+        "server": ("errors", "api", "web", "store", "notify"),
         "chaos": (
             *("errors", "crashpoints", "effects", "hosts", "kernel", "runner", "runtime"),
             "store",
@@ -55,14 +60,19 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "cli": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
             *("extensions", "runner", "runtime", "handoff", "project_api", "api", "server"),
-            *("chaos", "brief", "tools"),
+            *("chaos", "brief", "tools", "notify"),
         ),
         "__init__": ("project_api",),  # ``from turnkeeper import Project``
     }.items()
 }
-# Every package may type its JSON with the one leaf that defines it.
+# Every package may type its JSON with the one leaf that defines it, and supervise its
+# background loops with the one that does that (turnkeeper/supervision.py).
 MAY_IMPORT = {
     name: allowed if name == "json_types" else allowed | {"json_types"}
+    for name, allowed in MAY_IMPORT.items()
+}
+MAY_IMPORT = {
+    name: allowed if name in ("supervision", "errors", "json_types") else allowed | {"supervision"}
     for name, allowed in MAY_IMPORT.items()
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -9,15 +10,23 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from turnkeeper.api.access import access
-from turnkeeper.api.deps import Body, IdPath, SessionPath, principal_of, store_of
+from turnkeeper.api.deps import Body, IdPath, SessionPath, principal_of, root_of, store_of
 from turnkeeper.api.metrics import render
 from turnkeeper.api.routes_sessions import resolve_session
+from turnkeeper.errors import Unavailable
 from turnkeeper.kernel import TerminalAudit
 from turnkeeper.kernel.session import SessionState
+from turnkeeper.notify.health import NotificationStatus, notification_status
+from turnkeeper.runtime.control.controller_health import (
+    ControllerHealth,
+    health_json,
+    read_controller_health,
+)
 from turnkeeper.runtime.services.access import AccessService, Principal, ShareMode, share_json
 from turnkeeper.runtime.services.extension_settings import ExtensionSettings
 from turnkeeper.runtime.services.extension_states import ExtensionStatus, extension_states
 from turnkeeper.runtime.services.goal_reads import GOAL_KIND, audit_of, goal_states
+from turnkeeper.runtime.services.project import Project as ProjectDir
 from turnkeeper.runtime.services.sessions import SESSION_KIND, SessionService
 from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 from turnkeeper.store.base import EventStore
@@ -25,6 +34,7 @@ from turnkeeper.store.base import EventStore
 router = APIRouter(prefix="/v1", tags=["project"])
 plain = APIRouter(tags=["project"])
 Store = Annotated[EventStore, Depends(store_of)]
+Root = Annotated[Path | None, Depends(root_of)]
 
 
 class GoalSummary(BaseModel):
@@ -40,6 +50,11 @@ class StatusAnswer(BaseModel):
     sessions: list[SessionState]
     # Installed, enabled, ready (doctor on the server's machine) and authorised.
     extensions: list[ExtensionStatus]
+    # The controllers (``run``) running on the server's machine and their background
+    # threads: "lease keeper down since ..." (runtime/control/controller_health.py).
+    controllers: list[ControllerHealth] = []
+    # Webhook endpoints whose deliveries are failing (docs/notifications.md).
+    notifications: NotificationStatus = NotificationStatus()
 
 
 class ShareView(BaseModel):
@@ -70,9 +85,22 @@ class Caller(BaseModel):
 
 @router.get("/status", response_model=StatusAnswer)
 @access("read")
-def status(store: Store) -> StatusAnswer:
-    """Everything in flight: every goal with its audit, every session (``status``).
-    DATA_LOSS when the log holds less than a workspace's snapshots record."""
+def status(store: Store, root: Root = None) -> StatusAnswer:
+    """Everything in flight: every goal with its audit, every session (``status``), the
+    running controllers' background threads. DATA_LOSS when the log holds less than a
+    workspace's snapshots record; UNAVAILABLE while the database does not answer, with
+    the controllers in its details (what they say holds then). Called without a root
+    (the web view's pages), no controllers are read."""
+    controllers = read_controller_health(ProjectDir(root).state_dir) if root else []
+    try:
+        return _status(store, controllers)
+    except Unavailable as down:
+        if controllers:
+            down.details["controllers"] = health_json(controllers)
+        raise
+
+
+def _status(store: EventStore, controllers: list[ControllerHealth]) -> StatusAnswer:
     # Goals and sessions from one read of the projections, each goal audited from the
     # state listed (as the CLI's ``status``): not a listing per kind and a read per goal.
     listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
@@ -92,7 +120,13 @@ def status(store: Store) -> StatusAnswer:
         ExtensionSettings(store).state(),
         [(s.session_id, s.status, s.host_kind, s.host_config) for s in sessions],
     )
-    return StatusAnswer(goals=rows, sessions=sessions, extensions=extensions)
+    return StatusAnswer(
+        goals=rows,
+        sessions=sessions,
+        extensions=extensions,
+        controllers=controllers,
+        notifications=notification_status(store),
+    )
 
 
 @router.get("/whoami", response_model=Caller)

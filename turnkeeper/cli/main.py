@@ -197,6 +197,14 @@ class Commands(LazyGroup):
             "Shares: bearer tokens for `turnkeeper serve` that reach one session and its turns.",
         ),
         LazyCommand(
+            "notify",
+            "turnkeeper.cli.notify:notify_app",
+            (
+                "Webhooks: signed notifications when a gate opens, a session crashes or is "
+                "suspended, a goal closes or a turn hangs (docs/notifications.md)."
+            ),
+        ),
+        LazyCommand(
             "extensions",
             "turnkeeper.cli.extensions:extensions_app",
             (

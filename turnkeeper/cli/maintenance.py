@@ -22,6 +22,7 @@ from turnkeeper.errors import DataLoss, FailedPrecondition
 
 # What a command needs beyond parsing its arguments is imported when it runs.
 if TYPE_CHECKING:
+    from turnkeeper.runtime.control.controller_health import ControllerHealth
     from turnkeeper.store.records import VerifyReport
 
 
@@ -76,10 +77,18 @@ def status(as_json: bool = JsonOption) -> None:
     Finished sessions (closed, deleted) are counted, not drawn: `session list` lists
     every session, and --json carries every one.
 
+    A `run` on this machine whose background thread is down (its lease keeper, say,
+    while the database restarts) is shown too — also while the database does not
+    answer, before the UNAVAILABLE error (with --json: in the error's details).
+
     Example: turnkeeper status --json
     """
+    from turnkeeper.errors import Unavailable
+    from turnkeeper.notify.health import notification_status
+    from turnkeeper.runtime.control.controller_health import health_json, read_controller_health
     from turnkeeper.runtime.services.extension_states import project_extension_states
     from turnkeeper.runtime.services.goal_reads import GOAL_KIND, audit_of, goal_states
+    from turnkeeper.runtime.services.project import find_project
     from turnkeeper.runtime.services.session_listing import (
         FINISHED_SESSION_STATUSES,
         SESSION_KIND,
@@ -88,17 +97,29 @@ def status(as_json: bool = JsonOption) -> None:
     )
     from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 
-    with open_project_store() as (_, store):
-        # Goals and sessions from one read of the projections: the store checks every
-        # row of the table for a listing of any kind, so two listings checked each twice.
-        # The goals are decoded and audited without the goal service, which imports the
-        # kernel's events, proposals and decisions (runtime/services/goal_reads.py).
-        listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
-        rows = [(state, audit_of(store, state)) for state in goal_states(listed[GOAL_KIND])]
-        sessions = summaries(listed[SESSION_KIND])
-        # A log behind its workspaces' snapshots lost acknowledged writes: DATA_LOSS.
-        check_workspaces_not_ahead(store, [s.state for s in sessions])
-        extensions = project_extension_states(store, sessions)
+    project = find_project()
+    # Read first, from files: what the running controllers say holds while the database
+    # is away, when it matters most.
+    controllers = read_controller_health(project.state_dir)
+    try:
+        with open_project_store(project) as (_, store):
+            # Goals and sessions from one read of the projections: the store checks every
+            # row of the table for a listing of any kind, so two listings checked each
+            # twice. The goals are decoded and audited without the goal service, which
+            # imports the kernel's events, proposals and decisions (goal_reads.py).
+            listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
+            rows = [(state, audit_of(store, state)) for state in goal_states(listed[GOAL_KIND])]
+            sessions = summaries(listed[SESSION_KIND])
+            # A log behind its workspaces' snapshots lost acknowledged writes: DATA_LOSS.
+            check_workspaces_not_ahead(store, [s.state for s in sessions])
+            extensions = project_extension_states(store, sessions)
+            notifications = notification_status(store)  # failing webhook endpoints
+    except Unavailable as down:
+        if controllers and as_json:
+            down.details["controllers"] = health_json(controllers)
+        elif controllers:
+            _render_controllers(controllers)  # before the error's own lines
+        raise
     if as_json:
         goal_rows = [
             {
@@ -115,10 +136,15 @@ def status(as_json: bool = JsonOption) -> None:
                 "sessions": [s.state for s in sessions],  # parsed projections: JSON already
                 "extensions": to_jsonable(extensions),
                 "goals": to_jsonable(goal_rows),
+                "controllers": health_json(controllers),
+                "notifications": notifications.model_dump(mode="json"),
             },
             plain=True,
         )
         return
+    _render_controllers(controllers)
+    for endpoint in notifications.failing:
+        output.console.print(f"[red]{safe(endpoint.describe())}[/]")
     if not rows:
         output.console.print("no goals yet: `turnkeeper goal add TITLE`")
         return
@@ -150,6 +176,13 @@ def status(as_json: bool = JsonOption) -> None:
             output.console.print(f"[red]session {safe(session.session_id[:8])}[/]: {safe(failed)}")
 
 
+def _render_controllers(controllers: list[ControllerHealth]) -> None:
+    """A line per background thread of a running controller that is down."""
+    for controller in controllers:
+        for line in controller.describe_down():
+            output.print_line(f"[red]{safe(line)}[/]")
+
+
 @handles_errors
 def audit(goal_id: str = GoalArgument, as_json: bool = JsonOption) -> None:
     """The terminal audit of a goal: every counter and every named blocker.
@@ -158,7 +191,7 @@ def audit(goal_id: str = GoalArgument, as_json: bool = JsonOption) -> None:
     """
     from turnkeeper.cli.render import render_audit
 
-    with goal_service() as goals:
+    with goal_service(reading=True) as goals:
         goal_id = goals.resolve("goal", goal_id)  # a unique prefix will do
         result = goals.audit(goal_id)
     if as_json:

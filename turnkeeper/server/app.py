@@ -8,9 +8,9 @@ refuses to build an app with a route that declares none.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -25,7 +25,9 @@ from turnkeeper.api.metrics import metrics_registry
 from turnkeeper.api.observer import EndedTurn, TurnObserver
 from turnkeeper.errors import PermissionDenied
 from turnkeeper.json_types import JsonDict
+from turnkeeper.notify.deliverer import delivering
 from turnkeeper.store.base import EventStore
+from turnkeeper.supervision import Supervised
 from turnkeeper.web import ROUTERS as PAGE_ROUTERS
 from turnkeeper.web import authorize_page, install_page_support, page_kind
 
@@ -70,19 +72,17 @@ def build_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        stop = threading.Event()
         poller = None
         if on_turn_end is not None:
-            poller = threading.Thread(
-                target=_poll_turns, args=(observer, stop), name="turn-spans", daemon=True
-            )
-            poller.start()
+            poller = Supervised("turn spans", partial(_poll_turns, observer))
+            poller.ensure_running()
         try:
-            yield
+            # Webhooks for what needs a person (docs/notifications.md).
+            with delivering(store):
+                yield
         finally:
-            stop.set()
             if poller is not None:
-                poller.join(timeout=10)
+                poller.stop(timeout=10)
 
     app = FastAPI(
         title="turnkeeper",
@@ -126,12 +126,13 @@ def _openapi(app: FastAPI) -> JsonDict:
     return app.openapi_schema
 
 
-def _poll_turns(observer: TurnObserver, stop: threading.Event) -> None:
-    while not stop.wait(SPAN_POLL_SECONDS):
-        try:
-            observer.refresh()
-        except Exception:  # the store away for a moment: the next round tries again
-            continue
+def _poll_turns(observer: TurnObserver, loop: Supervised) -> bool:
+    """One round of the span poller. A round that fails (the store away for a moment)
+    is logged by the supervisor, and the next one runs after its pause."""
+    if loop.wait(SPAN_POLL_SECONDS):
+        return False
+    observer.refresh()
+    return True
 
 
 def create_app(

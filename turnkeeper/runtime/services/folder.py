@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from turnkeeper.notify.records import NotifyFolding
 from turnkeeper.runtime.log.codec import KernelFolder, KindFolding
 from turnkeeper.runtime.services.access import ACCESS_CODEC
 from turnkeeper.runtime.services.extension_settings import EXTENSIONS_CODEC
@@ -10,13 +11,14 @@ from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_index
 
 
 def kernel_folder() -> KernelFolder:
-    # The access stream (API tokens and shares) and the extension settings are
-    # verified and repaired like the rest.
+    # The access stream (API tokens and shares), the extension settings and the
+    # notifications' endpoints and cursors are verified and repaired like the rest.
     return KernelFolder(
         [
             KindFolding(GOAL_CODEC, index_entries),
             KindFolding(SESSION_CODEC, session_index),
             KindFolding(ACCESS_CODEC),
             KindFolding(EXTENSIONS_CODEC),
+            NotifyFolding(),
         ]
     )
