@@ -29,7 +29,7 @@ from turnkeeper.runtime.control.controller import Controller, ControllerConfig
 from turnkeeper.runtime.control.session_leases import SessionLeases
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.sessions import SessionService
-from turnkeeper.runtime.turn import lease_keeper
+from turnkeeper.runtime.turn import fencing, lease_keeper
 from turnkeeper.runtime.turn.lease_keeper import LeaseKeeper, renewing
 from turnkeeper.store import open_store
 from turnkeeper.store.base import EventStore
@@ -342,8 +342,8 @@ def test_a_lapse_is_told_once_on_time_while_renewals_go_on() -> None:
     )
     retry = lease_keeper.RETRY_SECONDS
     assert keeper.lease_seconds == 3 * PERIOD and keeper.lapse_after == 22.5
-    assert lease_keeper.fence_margin(3 * PERIOD) == 7.5
-    assert lease_keeper.fence_margin(120.0) == lease_keeper.FENCE_MARGIN_SECONDS == 10.0
+    assert fencing.fence_margin(3 * PERIOD) == 7.5
+    assert fencing.fence_margin(120.0) == fencing.MAX_MARGIN_SECONDS == 10.0
     held_at = clock.monotonic()
     with keeper.keeping("a"):
         # Renewals fail from the first one on, tried again every RETRY_SECONDS.

@@ -44,7 +44,10 @@ from turnkeeper.kernel.session import LeaseToken, RenewLease
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.runtime.turn.brackets import Bracket
 from turnkeeper.runtime.turn.clock import SYSTEM_CLOCK, Clock
-from turnkeeper.runtime.turn.fencing import LeaseDeadlines
+
+# A lapse is told ``fence_margin(lease)`` before the lease would expire, counted from
+# the start of its last renewal: the same margin the host fence keeps.
+from turnkeeper.runtime.turn.fencing import LeaseDeadlines, fence_margin
 from turnkeeper.supervision import HEALTH, HealthRegistry, LoopHealth, Supervised
 
 log = logging.getLogger(__name__)
@@ -56,22 +59,11 @@ IDLE_SECONDS = 1.0
 # How soon a renewal that did not happen (the database away, an unexpected error) is
 # tried again; never later than the next regular renewal.
 RETRY_SECONDS: Final = 1.0
-# The fencing margin's cap: a lapse is told ``fence_margin(lease)`` seconds before the
-# lease would expire, counted from the start of its last renewal. It must cover ending
-# a host (seconds) and the clocks of two machines drifting apart over one lease.
-FENCE_MARGIN_SECONDS: Final = 10.0
-
 Renew = Callable[[str], bool]
 """Renew the session's lease: True when renewed, False when refused (fenced off, the
 store gone, the lease given up: renewing it again cannot succeed). Raises
 ``UNAVAILABLE`` when the database did not take it (try again soon)."""
 Lapse = Callable[[str], None]
-
-
-def fence_margin(lease_seconds: float) -> float:
-    """How long before a lease expires its holder is told it lapsed: a quarter of the
-    lease, at most ``FENCE_MARGIN_SECONDS``."""
-    return min(FENCE_MARGIN_SECONDS, lease_seconds / 4)
 
 
 def renewing(
