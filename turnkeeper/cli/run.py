@@ -109,6 +109,13 @@ def run(
         max=1_000_000,
         help="Hung turns in a row before the session is suspended (reason hung).",
     ),
+    max_lost: int = typer.Option(
+        8,
+        min=1,
+        max=1_000_000,
+        help="Lost turns in a row (ended without a result: their run died or lost its "
+        "lease) before the session is suspended (reason lost_turns).",
+    ),
     worker: bool = typer.Option(
         False,
         "--worker",
@@ -138,6 +145,12 @@ def run(
         help="--runner require: seconds a session waits for a runner that stops "
         "answering (no turn starts meanwhile) before it stops.",
     ),
+    stop_timeout: float = typer.Option(
+        30.0,
+        "--stop-timeout",
+        help="After SIGINT/SIGTERM, seconds to wait for the turns in flight; a host still "
+        "running then is ended and its turn recorded as failed.",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Recover every in-flight turn, then drive sessions until their goals are done.
@@ -146,16 +159,21 @@ def run(
     (a live table on a terminal, lines otherwise), warns about a host that has been
     silent for --silence-warning seconds, and names the reason of a failed turn.
     With --json every line is one JSON object: records with "progress" (the line) and
-    "record" (session, turn, message, agent_error, refusal, host_silent, note), then
-    the summary.
+    "record" (session, turn, message, agent_error, refusal, host_silent, note, health:
+    a background thread that went down or came back), then the summary.
 
     A session stops by itself when its goal passes the terminal audit, a gate blocks,
     its host keeps failing (backing off in between), its host hangs --max-hangs turns
     in a row (no progress for --silence-timeout seconds: no event but errors, no CPU),
+    --max-lost turns in a row are lost (ended without a result),
     its turns make no progress (a replan is raised first), or its agent CLI is not
     ready here (missing, too old, no key: `turnkeeper doctor`); `status` and the
     summary say why. The agent's error events and what the goal refused of its
     results are shown as they happen.
+
+    SIGINT or SIGTERM stops after the turns in flight end, waiting at most
+    --stop-timeout seconds (a host still running then is ended and its turn recorded
+    as failed); a second signal ends the hosts at once.
 
     With --worker several `run` processes, on one machine or several, share one
     database's sessions (docs/postgresql.md): each claims sessions of its --site with a
@@ -171,19 +189,25 @@ def run(
     from turnkeeper.cli.run_display import RunDisplay, pick_mode
     from turnkeeper.hosts.base import TurnLimits
     from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
+    from turnkeeper.notify.deliverer import DRAIN_SECONDS, delivering
     from turnkeeper.runtime.control.controller import Controller, ControllerConfig
+    from turnkeeper.runtime.control.controller_health import publishing_health
     from turnkeeper.runtime.control.stopping import stop_on_signals
 
     check_run_options(lease=lease, host_timeout=host_timeout, max_turns=max_turns)
-    check_seconds("--backoff", backoff, low=0.1, high=3600.0)
-    check_seconds("--silence-warning", silence_warning, low=0.1, high=7 * 24 * 3600.0)
-    if silence_timeout:
-        check_seconds("--silence-timeout", silence_timeout, low=0.5, high=7 * 24 * 3600.0)
-    check_seconds("--poll", poll, low=0.05, high=3600.0)
-    check_seconds("--database-wait", database_wait, low=0.0, high=7 * 24 * 3600.0)
-    check_seconds("--runner-wait", runner_wait, low=0.0, high=7 * 24 * 3600.0)
-    if idle_exit:
-        check_seconds("--idle-exit", idle_exit, low=0.1, high=30 * 24 * 3600.0)
+    week = 7 * 24 * 3600.0
+    for option, seconds, low, high in (
+        ("--backoff", backoff, 0.1, 3600.0),
+        ("--silence-warning", silence_warning, 0.1, week),
+        ("--silence-timeout", silence_timeout or None, 0.5, week),  # 0: never
+        ("--poll", poll, 0.05, 3600.0),
+        ("--database-wait", database_wait, 0.0, week),
+        ("--runner-wait", runner_wait, 0.0, week),
+        ("--stop-timeout", stop_timeout, 0.0, week),
+        ("--idle-exit", idle_exit or None, 0.1, 30 * 24 * 3600.0),  # 0: never
+    ):
+        if seconds is not None:
+            check_seconds(option, seconds, low=low, high=high)
     if worker and session:
         raise InvalidArgument(
             "--worker drives whatever sessions are runnable; it takes no --session",
@@ -200,6 +224,7 @@ def run(
             backoff_max_seconds=max(300.0, backoff),
             max_consecutive_host_failures=host_failures,
             max_consecutive_hangs=max_hangs,
+            max_consecutive_lost=max_lost,
         ),
         progress=ProgressPolicy(
             max_turns_without_progress=idle_turns, max_replans_without_progress=idle_replans
@@ -224,8 +249,23 @@ def run(
         display.on_reader_gone = controller.request_stop  # ``run --json | head``
         ids = [controller.sessions.resolve_id(s) for s in session] or None
         with (
-            stop_on_signals(controller, announce=display.note),
+            stop_on_signals(controller, announce=display.note, stop_timeout=stop_timeout),
             display.showing(controller.monitor),
+            # Its background loops' health, where `status` reads it with the database away.
+            publishing_health(
+                project.state_dir,
+                controller.owner,
+                "worker" if worker else "run",
+                report=controller.report,
+            ),
+            # Webhooks for what needs a person (docs/notifications.md); as the run ends,
+            # what is due (the gate that ended it, say) is delivered for a bounded time.
+            delivering(
+                store,
+                drain_seconds=DRAIN_SECONDS,
+                note=display.note,
+                hurry=lambda: controller.stopping,  # signalled: no waiting for retries
+            ),
         ):
             if worker:
                 from turnkeeper.runtime.control.worker import Worker, WorkerConfig
@@ -240,6 +280,7 @@ def run(
                 summary = Worker(controller, shared).run()
             else:
                 summary = controller.run(ids)
+    code = summary.exit_code()
     if as_json:
         summary_json = {
             "turns": summary.turns,
@@ -247,6 +288,8 @@ def run(
             "reattached_turns": summary.reattached,
             "stops": summary.stops,
             "reasons": summary.reasons,
+            "outcomes": {sid: str(outcome) for sid, outcome in summary.outcomes.items()},
+            "exit_code": code,
         }
         print_json(summary_json, one_line=True)  # the last of run's JSON lines
     else:
@@ -256,5 +299,10 @@ def run(
         for sid, why in summary.stops.items():
             reason = summary.reasons.get(sid)
             shown = f"{why} ({reason})" if reason and reason != why else why
+            outcome = summary.outcomes.get(sid)
+            shown = f"{outcome}: {shown}" if outcome and outcome != why else shown
             # One line a session, like the progress lines above it (a reason can be long).
             print_line(f"  session {sid[:8]}: {safe(shown)}")
+    # Not 0 when a session it drove ended crashed, suspended or blocked (README's table).
+    if code:
+        raise typer.Exit(code)

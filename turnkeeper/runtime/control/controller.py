@@ -42,6 +42,7 @@ from turnkeeper.kernel.session.events import StatusAction
 from turnkeeper.runtime.control.controller_identity import controller_owner, owner_is_dead
 from turnkeeper.runtime.control.recovery import SessionRecovery
 from turnkeeper.runtime.control.run_config import ControllerConfig, RunSummary
+from turnkeeper.runtime.control.run_outcome import SessionOutcome, planned_outcome
 from turnkeeper.runtime.control.scheduler import SessionThreads, TurnSlots
 from turnkeeper.runtime.control.session_checks import (
     artifact_damage,
@@ -49,7 +50,7 @@ from turnkeeper.runtime.control.session_checks import (
     no_progress_reported,
 )
 from turnkeeper.runtime.control.session_leases import SessionLeases
-from turnkeeper.runtime.control.session_stops import SessionStops
+from turnkeeper.runtime.control.session_stops import QUARANTINED, SessionStops
 from turnkeeper.runtime.log.streams import heads_read_together
 from turnkeeper.runtime.services.extension_settings import (
     EXTENSIONS_STREAM,
@@ -92,6 +93,8 @@ class _Next:
     stop: str | None = None
     reason: str = ""
     not_before: datetime | None = None
+    # How the session ended, when it stops (the run's exit code: run_outcome.py).
+    outcome: SessionOutcome = SessionOutcome.REQUESTED
 
 
 _GO_ON = _Next()
@@ -126,6 +129,7 @@ class Controller:
             self.config.lease_seconds,
             self.driver.lease_keeper,
             self._say,
+            deadlines=self.driver.lease_deadlines,
         )
         self.recovery = SessionRecovery(
             self.sessions, self.goals, self.driver, self.token, runner=runner
@@ -143,6 +147,7 @@ class Controller:
         # Running hosts as ``run`` shows them: elapsed time, latest message, silence.
         self.monitor = RunMonitor(self._report, self.config.silence_warning_seconds)
         self.driver.watcher = self.monitor
+        self.driver.fence_notice = self._fenced
         # What each session plans on, built again only when the goal or a claim moved.
         self._views = GoalViews()
         # Each session's goal as last read: its head is read with the session's.
@@ -160,6 +165,9 @@ class Controller:
         starts the line with the session)."""
         shown = f"session {sid[:8]}: {text}" if named else text
         self._report(RunRecord("session", shown, sid, {"event": event, **fields}))
+
+    def _fenced(self, sid: str, turn_id: str, why: str) -> None:
+        self._say(sid, "fenced", f"turn {turn_id}: {why}", turn=turn_id)
 
     def token(self, session_id: str) -> LeaseToken:
         return self.leases.token(session_id)
@@ -217,7 +225,7 @@ class Controller:
                 return  # closed (or suspended, ...) by another since our scan saw it
             raise
         try:
-            report = self.recovery.recover(sid)
+            report = self.recovery.recover(sid, previous_owner=session.lease.owner)
             actions = [a.kind for a in report.actions]
             self._say(sid, "recovered", f"recovered ({', '.join(actions)})", actions=actions)
             self._drive_turns(sid, summary)
@@ -258,15 +266,23 @@ class Controller:
         return summary
 
     def _drive_session(self, sid: str, summary: RunSummary) -> None:
-        """One session from its lease and recovery to its stop (this thread's whole life)."""
+        """One session from its lease and recovery to its stop (this thread's whole life).
+
+        The lease is given back as soon as the session stops being driven (it crashed,
+        was suspended or blocked, its goal closed), not when the whole run ends: an
+        operator's ``session resume`` or ``stop`` on it must not wait for the others."""
         try:
             with self._recovery_slots:
                 if not self._recover(sid, summary):
                     return
             self._drive_turns(sid, summary)
         except BaseException as error:
-            summary.stop(sid, "error", f"{type(error).__name__}: {error}"[:500])
+            summary.stop(
+                sid, "error", f"{type(error).__name__}: {error}"[:500], SessionOutcome.CRASHED
+            )
             raise
+        finally:
+            self.leases.release(sid)  # a no-op for a lease lost or never taken
 
     def _drive_turns(self, sid: str, summary: RunSummary) -> None:
         """Steps of one leased, recovered session until it stops."""
@@ -286,7 +302,7 @@ class Controller:
                 return
             step = self._step_safely(sid, summary)
             if step.stop is not None:
-                summary.stop(sid, step.stop, step.reason)
+                summary.stop(sid, step.stop, step.reason, step.outcome)
                 return
             if step.not_before is not None:
                 pause = (step.not_before - self.sessions.now()).total_seconds()
@@ -328,6 +344,7 @@ class Controller:
     def _recover(self, sid: str, summary: RunSummary) -> bool:
         """Take the session's lease and apply the recovery table; False if another live
         controller holds it (reported, left to it)."""
+        previous = self.sessions.load(sid).lease.owner  # whose hosts recovery accounts for
         try:
             self.acquire(sid)
         except Aborted as held:
@@ -337,7 +354,7 @@ class Controller:
             self._say(sid, "lease_held", f"driven by {owner}; left to it", owner=owner)
             summary.stop(sid, "lease_held", owner)
             return False
-        report = self.recovery.recover(sid)
+        report = self.recovery.recover(sid, previous_owner=previous)
         kinds = ", ".join(a.kind for a in report.actions)
         actions = [a.kind for a in report.actions]
         self._say(sid, "recovered", f"recovered ({kinds})", actions=actions)
@@ -386,7 +403,7 @@ class Controller:
         if self._runner_wait is not None and self._runner_wait.exhausted(away):
             why = f"no runner answered for {away.waited_s:.0f}s"
             self._say(sid, "runner_unavailable", f"{why}; stopped ({hint})")
-            return _Next(stop="runner_unavailable", reason=why)
+            return _Next(stop="runner_unavailable", reason=why, outcome=SessionOutcome.BLOCKED)
         if away.announce:
             waited = f" ({away.waited_s:.0f}s so far)" if away.waited_s >= 1 else ""
             text = f"waiting for the runner{waited}; no turn starts until one answers ({hint})"
@@ -468,11 +485,11 @@ class Controller:
             self._say(sid, "extension_disabled", f"host kind {kind} is disabled here ({hint})")
             why = f"extension_disabled: host kind {kind} ({disabled})"
             stop, why = self.stops.halt(session, "suspend", why, stop="extension_disabled")
-            return _Next(stop=stop, reason=why)
+            return _Next(stop=stop, reason=why, outcome=SessionOutcome.SUSPENDED)
         goal = self.goals.load(session.goal_id)
         plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
         if isinstance(plan, Stop):
-            return _Next(stop=self._stopped(sid, plan))
+            return self._stopped(sid, plan)
         pace = pace_next_turn(
             session,
             self.config.policy,
@@ -500,7 +517,7 @@ class Controller:
             goal = self.goals.load(goal.goal.id)
             plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
             if isinstance(plan, Stop):
-                return _Next(stop=self._stopped(sid, plan))
+                return self._stopped(sid, plan)
         if sid not in self._hosts_ready:
             not_ready = self._host_not_ready(session)
             if not_ready is not None:
@@ -537,13 +554,19 @@ class Controller:
         )
         why = fit_title(f"{HOST_NOT_READY}: {found}")
         stop, why = self.stops.halt(session, "suspend", why, stop=HOST_NOT_READY)
-        return _Next(stop=stop, reason=why)
+        return _Next(stop=stop, reason=why, outcome=SessionOutcome.SUSPENDED)
 
     # --- stopping a session (runtime/control/session_stops.py) -----------------------------------
 
     def _halt(self, session: SessionState, action: StatusAction, reason: str) -> _Next:
         stop, why = self.stops.halt(session, action, reason)
-        return _Next(stop=stop, reason=why)
+        crashed = action == "mark_crashed"
+        outcome = SessionOutcome.CRASHED if crashed else SessionOutcome.SUSPENDED
+        return _Next(stop=stop, reason=why, outcome=outcome)
 
-    def _stopped(self, sid: str, plan: Stop) -> str:
-        return self.stops.stopped(sid, plan)
+    def _stopped(self, sid: str, plan: Stop) -> _Next:
+        stop = self.stops.stopped(sid, plan)
+        # A session that could not settle is suspended for an operator (quarantined).
+        quarantined = stop == QUARANTINED
+        outcome = SessionOutcome.SUSPENDED if quarantined else planned_outcome(plan.reason)
+        return _Next(stop=stop, outcome=outcome)

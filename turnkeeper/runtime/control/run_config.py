@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field, fields
 
 from turnkeeper.kernel.session import ProgressPolicy, RecoveryPolicy
+from turnkeeper.runtime.control.run_outcome import SessionOutcome, run_exit_code
 from turnkeeper.runtime.turn.brief import AgentLimits
 from turnkeeper.runtime.turn.driver import DriverConfig
 from turnkeeper.runtime.turn.lease_keeper import LEASE_SECONDS
@@ -60,11 +61,26 @@ class RunSummary:
     # Sessions' threads write here at once.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def stop(self, session_id: str, why: str, reason: str = "") -> None:
+    # session id -> how it ended (runtime/control/run_outcome.py): the run's exit code.
+    outcomes: dict[str, SessionOutcome] = field(default_factory=dict)
+
+    def stop(
+        self,
+        session_id: str,
+        why: str,
+        reason: str = "",
+        outcome: SessionOutcome = SessionOutcome.REQUESTED,
+    ) -> None:
         with self._lock:
             self.stops.setdefault(session_id, why)
+            self.outcomes.setdefault(session_id, outcome)
             if reason and session_id not in self.reasons:
                 self.reasons[session_id] = reason
+
+    def exit_code(self) -> int:
+        """0 when every session finished or stopped by request; else the worst's code."""
+        with self._lock:
+            return run_exit_code(self.outcomes.values())
 
     def count_failure(self) -> None:
         with self._lock:

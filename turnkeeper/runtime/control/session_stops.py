@@ -17,6 +17,9 @@ from turnkeeper.runtime.control.settlement import Settlement, settle_session
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.sessions import SessionService
 
+# The run's stop for a session whose processes would not settle (suspended for an operator).
+QUARANTINED = "quarantined"
+
 
 class Say(Protocol):
     """The controller's report of one step of a session (``event`` names it)."""
@@ -92,5 +95,5 @@ class SessionStops:
         (``session resume`` and the next ``run`` settle it again)."""
         why = f"quarantined: {settlement.describe()}"
         self._sessions.execute(sid, SetStatus(lease=self._token(sid), action="suspend", reason=why))
-        self._say(sid, "quarantined", why, processes=settlement.left)
-        return "quarantined"
+        self._say(sid, QUARANTINED, why, processes=settlement.left)
+        return QUARANTINED
