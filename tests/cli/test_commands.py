@@ -216,7 +216,7 @@ def test_malformed_json_input_is_invalid_argument(project: Path, tk: Invoke) -> 
     bad = (
         ("gate", "resolve", gate_id, "--decision", "ok", "--by", "me", "--payload", "{not json"),
         ("gate", "resolve", gate_id, "--decision", "ok", "--by", "me", "--payload", "[1, 2]"),
-        ("monitor", "readback", mon, "--value", "green"),
+        ("monitor", "readback", mon, "--value", '{"state": green}'),
         ("propose", "g1", "--proposal", "{"),
         ("propose", "g1", "--proposal", '{"kind": "no_such_proposal"}'),
         ("propose", "g1", "--proposal", '{"kind": "add_todo", "todo": {"title": 5}}'),

@@ -191,7 +191,9 @@ def doctor(
     """Check that each extension is ready: the agent CLIs' binary, version and key,
     every other extension loads, and (in a project) every session's host config.
 
-    One finding per check, each problem with its fix. Exit code 0 when all is ready,
+    One finding per check, each problem with its fix. In a project, only the
+    extensions its live sessions use (or the KINDs named) can fail it; the others'
+    findings are listed as not used here. Exit code 0 when all that is used is ready,
     6 (FAILED_PRECONDITION, reason doctor_findings) otherwise. Key values are never
     printed, only where a key was found.
 
@@ -247,10 +249,12 @@ def _record_verdicts(report: DoctorReport) -> None:
 
 def _render(report: DoctorReport) -> None:
     for finding in report.findings:
-        style = _STATUS_STYLE.get(finding.status, "bold red")
+        unused = finding.extension in report.unused
+        style = _STATUS_STYLE.get(finding.status, "yellow" if unused else "bold red")
+        note = " [dim](not used by this project)[/]" if unused and not finding.ok else ""
         print_line(
             f"[{style}]{finding.status:<14}[/] {safe(finding.extension)} "
-            f"[dim]{safe(finding.check)}[/]: {safe(finding.detail)}"
+            f"[dim]{safe(finding.check)}[/]: {safe(finding.detail)}{note}"
         )
         if finding.fix:
             print_line(f"{'':<15}[bold]fix:[/] {safe(finding.fix)}")
@@ -260,4 +264,6 @@ def _render(report: DoctorReport) -> None:
         else "not in a project: no sessions checked"
     )
     verdict = "all ready" if report.ok else f"{len(report.problems)} problem(s)"
-    console.print(f"{verdict}; {where}")
+    informational = sorted({f.extension for f in report.informational})
+    aside = f"; not used here, not ready: {safe(', '.join(informational))}" if informational else ""
+    console.print(f"{verdict}; {where}{aside}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,6 +21,9 @@ from turnkeeper.cli.context import (
 from turnkeeper.cli.output import console, err_console, safe, visible
 from turnkeeper.cli.writes import QuietOption, check_output_mode, report, written
 from turnkeeper.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from turnkeeper.json_types import JsonValue
 
 # The kernel and the runtime are imported by the commands that use them, so that
 # parsing a command line (and ``--help``) does not wait for them.
@@ -79,7 +83,9 @@ def gate_open(
 def gate_resolve(
     gate_id: str = typer.Argument(..., metavar="GATE", help="A gate id, or a unique prefix."),
     decision: str = typer.Option(..., help="approved, rejected, or your own word."),
-    by: str = typer.Option(..., help="Who decided."),
+    by: str | None = typer.Option(
+        None, help="Who decided (default: your login name, else 'operator')."
+    ),
     payload: str = typer.Option(
         "{}", help="The decision's details as a JSON object ('-': stdin, @FILE: a file)."
     ),
@@ -87,10 +93,14 @@ def gate_resolve(
 ) -> None:
     """Resolve an open gate with a decision.
 
+    --decision is the one thing turnkeeper cannot guess; --by defaults to your login
+    name.
+
     Example:
 
     \b
-        turnkeeper gate resolve "$GATE" --decision approved --by alice
+        turnkeeper gate resolve "$GATE" --decision approved
+        turnkeeper gate resolve "$GATE" --decision rejected --by alice
     """
     from turnkeeper.kernel.proposals import ResolveGate, checked_input
 
@@ -98,7 +108,9 @@ def gate_resolve(
     with goal_service() as goals:
         gid, full = goals.locate("gate", gate_id)
         with checked_input():
-            proposal = ResolveGate(gate_id=full, by=by, decision=decision, payload=data)
+            proposal = ResolveGate(
+                gate_id=full, by=by or _login_name(), decision=decision, payload=data
+            )
         done = goals.submit(gid, proposal)
     answer = written("gate", full, done.state.gates[full], done, gate_id=full)
     report(
@@ -107,6 +119,17 @@ def gate_resolve(
         quiet=False,
         message=f"resolved gate [bold]{safe(full)}[/]: {safe(decision)}",
     )
+
+
+def _login_name() -> str:
+    """Who is deciding, when --by is not given: the OS login name. A process with no
+    resolvable user (a container without a passwd entry, say) is "operator"."""
+    import getpass
+
+    try:
+        return getpass.getuser() or "operator"
+    except (OSError, KeyError):
+        return "operator"
 
 
 @monitor_app.command("add")
@@ -157,7 +180,11 @@ def monitor_readback(
     monitor_id: str = typer.Argument(
         ..., metavar="MONITOR", help="A monitor id, or a unique prefix."
     ),
-    value: str = typer.Option(..., help="The observed value as JSON ('-': stdin, @FILE: a file)."),
+    value: str = typer.Option(
+        ...,
+        help="The observed value: JSON (a number, an object, ...), or plain text such as "
+        "green, taken as a string; '-': stdin, @FILE: a file (JSON only).",
+    ),
     as_json: bool = JsonOption,
 ) -> None:
     """Record what the monitored fact reads now.
@@ -165,11 +192,12 @@ def monitor_readback(
     Example:
 
     \b
-        turnkeeper monitor readback "$MON" --value '{"state": "green"}'
+        turnkeeper monitor readback "$MON" --value green
+        turnkeeper monitor readback "$MON" --value '{"failing": 0}'
     """
     from turnkeeper.kernel.proposals import RecordReadback, checked_input
 
-    data = parse_json_arg("--value", value)
+    data = _readback_value(value)
     with goal_service() as goals:
         gid, mid = goals.locate("monitor", monitor_id)
         with checked_input():
@@ -182,6 +210,27 @@ def monitor_readback(
         f"unchanged streak {monitor.no_change_streak}"
     )
     report(answer, as_json=as_json, quiet=False, message=message)
+
+
+def _readback_value(text: str) -> JsonValue:
+    """``--value``: JSON when it is JSON, else (given inline) the text as a JSON string,
+    so ``--value green`` records ``"green"`` and ``--value 3`` the number 3.
+
+    Text that sets out to be JSON (an object, an array, a quoted string) and fails is
+    still refused as malformed, as are stdin and @FILE: there a typo is likelier than
+    prose. So are JSON's own refusals (NaN, nesting past the bound)."""
+    import json
+
+    looks_like_json = text.lstrip()[:1] in {"{", "[", '"'}
+    if text == "-" or text.startswith("@") or looks_like_json or not text.strip():
+        return parse_json_arg("--value", text)
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return text  # not JSON at all: the plain word the user meant
+    except (RecursionError, ValueError):
+        pass  # JSON the bounds refuse: parse_json_arg says why
+    return parse_json_arg("--value", text)
 
 
 @evidence_app.command(

@@ -42,10 +42,19 @@ class DoctorReport(BaseModel):
     sessions_checked: int = 0
     # Each extension checked, ready or not (what ``status`` shows as ready).
     verdicts: list[ExtensionVerdict] = []
+    # Extensions checked that the project does not use (no live session's host kind or
+    # effect provider, and not named): their findings are information, not problems,
+    # so a project on the subprocess host is not failed for Codex's missing key.
+    unused: list[str] = []
 
     @property
     def problems(self) -> list[Finding]:
-        return [f for f in self.findings if not f.ok]
+        return [f for f in self.findings if not f.ok and f.extension not in self.unused]
+
+    @property
+    def informational(self) -> list[Finding]:
+        """What is not ready among the extensions the project does not use."""
+        return [f for f in self.findings if not f.ok and f.extension in self.unused]
 
 
 def check_kinds(kinds: Sequence[str], extensions: Sequence[Extension]) -> None:
@@ -66,28 +75,42 @@ def diagnose(
     project: str | None = None,
 ) -> DoctorReport:
     """Every finding for the extensions named in ``kinds`` (all when empty) and the
-    live ``sessions`` that use them (None: outside a project)."""
+    live ``sessions`` that use them (None: outside a project).
+
+    What counts as a problem: every finding about a named KIND; else, in a project,
+    those about the extensions its live sessions use (the others are listed as
+    ``unused``); outside a project, with nothing to go by, every finding."""
     extensions = list_extensions()
     check_kinds(kinds, extensions)
     wanted = set(kinds)
+    live = [s for s in sessions or () if s.status not in _FINISHED]
+    used: set[str] | None = None  # None: every extension counts
+    if wanted:
+        used = wanted
+    elif sessions is not None:
+        used = set().union(*(_uses(s) for s in live))
     findings: list[Finding] = []
     verdicts: list[ExtensionVerdict] = []
+    unused: list[str] = []
     for ext in extensions:
         if ext.active and (not wanted or ext.name in wanted):
             own = _extension_findings(ext)
             findings += own
             verdicts.append(_verdict(ext, own))
-    live = [s for s in sessions or () if s.status not in _FINISHED]
+            if used is not None and ext.name not in used:
+                unused.append(ext.name)
     checked = [s for s in live if not wanted or _uses(s) & wanted]
     for state in sorted(checked, key=lambda s: s.session_id):
         findings += _session_findings(state, wanted)
-    return DoctorReport(
-        ok=all(f.ok for f in findings),
+    report = DoctorReport(
+        ok=True,
         findings=findings,
         project=project,
         sessions_checked=len(checked),
         verdicts=verdicts,
+        unused=sorted(set(unused)),
     )
+    return report.model_copy(update={"ok": not report.problems})
 
 
 def _verdict(ext: Extension, findings: Sequence[Finding]) -> ExtensionVerdict:

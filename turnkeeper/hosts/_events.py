@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -176,16 +177,44 @@ def parse_jsonl_line(line: bytes) -> tuple[str, JsonDict] | None:
     try:
         obj: JsonValue = json.loads(line)  # what json.loads builds is JSON
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"not JSON: {exc}") from None
+        raise ProtocolError(f"not JSON: {exc}; the line: {shown_line(line)}") from None
     if not isinstance(obj, dict):
-        raise ProtocolError(f"not a JSON object but {type(obj).__name__}")
+        raise ProtocolError(
+            f"not a JSON object but {type(obj).__name__}; the line: {shown_line(line)}"
+        )
     kind, data = obj.get("kind"), obj.get("data")
     if isinstance(kind, str) and isinstance(data, dict):
         return _recordable(kind), data
     type_ = obj.get("type")
     if isinstance(type_, str):
         return _recordable(type_), obj
-    raise ProtocolError('object has neither "kind"+"data" nor a string "type"')
+    raise ProtocolError(
+        f'object has neither "kind"+"data" nor a string "type"; the line: {shown_line(line)}'
+    )
+
+
+# How much of an offending line an error message quotes: enough to recognise it.
+SHOWN_LINE_CHARS = 120
+
+
+def shown_line(line: bytes) -> str:
+    """An output line as an error message may quote it: decoded (bad bytes replaced),
+    clipped to :data:`SHOWN_LINE_CHARS`, every control or format character escaped
+    (``\\x1b``, ``\\u202e``) so a terminal shows the line rather than obeys it."""
+    text = line.decode(errors="replace").rstrip("\r\n")
+    clipped = text[:SHOWN_LINE_CHARS]
+    escaped = "".join(_escaped(c) for c in clipped)
+    more = len(text) - len(clipped)
+    return f"'{escaped}'" + (f" (and {more} more characters)" if more > 0 else "")
+
+
+def _escaped(char: str) -> str:
+    if char == "\\":
+        return "\\\\"  # so that an escape below is told from the line's own text
+    if not unicodedata.category(char).startswith("C"):
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _recordable(kind: str) -> str:

@@ -78,10 +78,53 @@ def validate_config(model: type[ConfigT], *layers: Mapping[str, object]) -> Conf
     try:
         return model.model_validate(merged)
     except ValidationError as exc:
-        raise InvalidArgument(
-            f"invalid {model.__name__}: {exc.errors(include_url=False)}",
-            reason="invalid_host_config",
-        ) from None
+        raise config_error(model, exc) from None
+
+
+# Problems named in one error message; the rest are counted (all are in details).
+_PROBLEMS_SHOWN = 3
+
+
+def config_error(model: type[BaseModel], exc: ValidationError) -> InvalidArgument:
+    """One line a person can act on, naming each field and what is wrong with it,
+    instead of pydantic's list. The values given are left out: a config's ``env`` may
+    hold a secret. ``details.field`` is the first field at fault, ``details.fields``
+    every one."""
+    host = _host_name(model)
+    errors = exc.errors()
+    fields = [_field(e["loc"]) for e in errors]
+    sentences = [
+        f"`{field}` {_problem(e['type'], e['msg'], host)}"
+        for field, e in zip(fields, errors, strict=True)
+    ]
+    shown = "; ".join(sentences[:_PROBLEMS_SHOWN])
+    if len(sentences) > _PROBLEMS_SHOWN:
+        shown += f"; and {len(sentences) - _PROBLEMS_SHOWN} more"
+    return InvalidArgument(
+        f"invalid {host} host config: {shown}",
+        reason="invalid_host_config",
+        details={"field": fields[0] if fields else "", "fields": fields},
+    )
+
+
+def _host_name(model: type[BaseModel]) -> str:
+    """``SubprocessHostConfig`` -> ``subprocess``: the host kind a user typed."""
+    name = model.__name__.removesuffix("Config").removesuffix("Host")
+    return name.lower() if name else model.__name__
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    """A dotted path (``handle_from.0.kind``); the whole config when empty."""
+    return ".".join(str(part) for part in loc) or "(config)"
+
+
+def _problem(kind: str, message: str, host: str) -> str:
+    if kind == "missing":
+        return f"is required for the {host} host"
+    if kind == "extra_forbidden":
+        return f"is not a field of the {host} host's config"
+    # pydantic's own sentence, its "Input" made the reader's ("should be a valid list").
+    return "is invalid: " + message.removeprefix("Input ").removeprefix("Value ")
 
 
 # Validated configs, by model and content: the driver loads a session's host anew for

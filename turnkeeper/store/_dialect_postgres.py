@@ -12,6 +12,7 @@ psycopg's pipeline mode, one round trip for a batch of events.
 
 from __future__ import annotations
 
+import re
 import time
 
 import psycopg
@@ -20,7 +21,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import DBAPIError
 
-from turnkeeper.errors import DataLoss, InvalidArgument, TurnkeeperError, Unavailable
+from turnkeeper.errors import (
+    DataLoss,
+    FailedPrecondition,
+    InvalidArgument,
+    TurnkeeperError,
+    Unavailable,
+)
 from turnkeeper.store._connections import Connections, EnginePool
 from turnkeeper.store._dialect import (
     DBAPIConnection,
@@ -62,6 +69,9 @@ _TRANSIENT = {
 _CORRUPT = ("XX001", "XX002")  # data corrupted, index corrupted
 _SCHEMA = ("42P01", "42703", "42704")  # undefined table, column, object
 _BAD_TEXT = ("22021", "22P05")  # a character the encoding cannot hold (NUL)
+_NO_SUCH_DATABASE = "3D000"  # invalid_catalog_name
+# What the server says when a connection names a database it does not have.
+_NO_SUCH_DATABASE_TEXT = re.compile(r'database "(?P<name>[^"]*)" does not exist')
 
 _SCHEMA_SQL = """
 SELECT 'table', table_name::text, table_name::text, ''
@@ -164,11 +174,42 @@ class PostgresDialect(Dialect):
             )
         if state in _TRANSIENT:
             return Unavailable(f"database busy: {text}", reason=_TRANSIENT[state], details=info)
+        missing = self._missing_database(exc, state)
+        if missing is not None:
+            return self._database_not_found(missing, info)
         if self.is_disconnect(exc) or state.startswith("53"):
             return Unavailable(
                 f"database unavailable: {text}", reason="database_unavailable", details=info
             )
         return None
+
+    def _missing_database(self, exc: psycopg.Error, state: str) -> str | None:
+        """The database name when the server said it has no such database, else None.
+        A refused connection carries no SQLSTATE (libpq reports it as text), so the
+        server's FATAL message is matched too; a server speaking another language
+        falls through to UNAVAILABLE, as before."""
+        if state == _NO_SUCH_DATABASE:
+            return self._engine_url.database or ""
+        if state:
+            return None
+        found = _NO_SUCH_DATABASE_TEXT.search(str(exc))
+        return found.group("name") if found else None
+
+    def _database_not_found(self, name: str, info: dict[str, object]) -> FailedPrecondition:
+        """Not transient: waiting will not create it. Say how to, on the URL's server."""
+        url = self._engine_url
+        where = " ".join(
+            f"{flag} {value}"
+            for flag, value in (("-h", url.host), ("-p", url.port), ("-U", url.username))
+            if value
+        )
+        create = f"createdb {where + ' ' if where else ''}{name or 'NAME'}"
+        return FailedPrecondition(
+            f"database {name!r} does not exist on the server: create it ({create}), "
+            "or name an existing one in the URL",
+            reason="database_not_found",
+            details={**info, "database": name, "fix": create},
+        )
 
     def is_disconnect(self, exc: BaseException) -> bool:
         exc = driver_error(exc)
