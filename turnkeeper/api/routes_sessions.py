@@ -33,6 +33,7 @@ from turnkeeper.api.deps import (
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import SessionState
+from turnkeeper.runtime.control.controller_view import state_controller
 from turnkeeper.runtime.control.operations import OperationResult, Operations
 from turnkeeper.runtime.control.operator import OperatorActions, OperatorResult, recover_turn
 from turnkeeper.runtime.services.session_admission import create_session
@@ -46,8 +47,34 @@ Store = Annotated[EventStore, Depends(store_of)]
 Root = Annotated[FsPath, Depends(root_of)]
 
 
+class Controller(BaseModel):
+    """The controller a session's lease names, and whether it still runs
+    (``runtime.services.session_listing.controller_of``)."""
+
+    owner: str
+    alive: bool | None = Field(
+        description="false: provably gone (same machine); true: runs; null: unknown "
+        "(another machine) — then only the lease's expiry tells."
+    )
+    pid: int | None
+    lease_expires_at: str | None
+
+
+class SessionAnswer(SessionState):
+    """A session as the API answers it: its state, and its lease's controller (null
+    when no lease is held)."""
+
+    controller: Controller | None = None
+
+
+def session_answer(state: SessionState) -> SessionAnswer:
+    found = state_controller(state)
+    shown = None if found is None else Controller.model_validate(found.as_json())
+    return SessionAnswer.model_validate({**dict(state), "controller": shown})
+
+
 class SessionList(BaseModel):
-    sessions: list[SessionState]
+    sessions: list[SessionAnswer]
 
 
 class SessionCreate(Body):
@@ -141,7 +168,7 @@ def turn_of(store: EventStore, sid: str, ref: str) -> TurnInfo:
 @access("read")
 def sessions_list(store: Store) -> SessionList:
     """Every session."""
-    return SessionList(sessions=SessionService(store).list())
+    return SessionList(sessions=[session_answer(s) for s in SessionService(store).list()])
 
 
 @router.post("/sessions", response_model=SessionCreated)
@@ -169,12 +196,13 @@ def session_create(
     return SessionCreated(request_id=rid, session=state)
 
 
-@router.get("/sessions/{session_id}", response_model=SessionState)
+@router.get("/sessions/{session_id}", response_model=SessionAnswer)
 @access("read", "session")
-def session_show(session_id: SessionPath, store: Store) -> SessionState:
-    """A session: status, lease, turn in flight, counters, latest recovery report."""
+def session_show(session_id: SessionPath, store: Store) -> SessionAnswer:
+    """A session: status, lease and whether its controller runs, turn in flight,
+    counters, latest recovery report."""
     sessions = SessionService(store)
-    return sessions.load(resolve_session(store, session_id))
+    return session_answer(sessions.load(resolve_session(store, session_id)))
 
 
 @router.get("/sessions/{session_id}/turns", response_model=TurnList)

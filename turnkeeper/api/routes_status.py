@@ -12,10 +12,9 @@ from pydantic import BaseModel
 from turnkeeper.api.access import access
 from turnkeeper.api.deps import Body, IdPath, SessionPath, principal_of, root_of, store_of
 from turnkeeper.api.metrics import render
-from turnkeeper.api.routes_sessions import resolve_session
+from turnkeeper.api.routes_sessions import SessionAnswer, resolve_session, session_answer
 from turnkeeper.errors import Unavailable
 from turnkeeper.kernel import TerminalAudit
-from turnkeeper.kernel.session import SessionState
 from turnkeeper.notify.health import NotificationStatus, notification_status
 from turnkeeper.runtime.control.controller_health import (
     ControllerHealth,
@@ -47,7 +46,7 @@ class GoalSummary(BaseModel):
 
 class StatusAnswer(BaseModel):
     goals: list[GoalSummary]
-    sessions: list[SessionState]
+    sessions: list[SessionAnswer]
     # Installed, enabled, ready (doctor on the server's machine) and authorised.
     extensions: list[ExtensionStatus]
     # The controllers (``run``) running on the server's machine and their background
@@ -122,7 +121,7 @@ def _status(store: EventStore, controllers: list[ControllerHealth]) -> StatusAns
     )
     return StatusAnswer(
         goals=rows,
-        sessions=sessions,
+        sessions=[session_answer(s) for s in sessions],
         extensions=extensions,
         controllers=controllers,
         notifications=notification_status(store),

@@ -23,6 +23,8 @@ from turnkeeper.errors import DataLoss, FailedPrecondition
 # What a command needs beyond parsing its arguments is imported when it runs.
 if TYPE_CHECKING:
     from turnkeeper.runtime.control.controller_health import ControllerHealth
+    from turnkeeper.runtime.services.session_listing import SessionSummary
+    from turnkeeper.store.base import EventStore
     from turnkeeper.store.records import VerifyReport
 
 
@@ -48,9 +50,12 @@ def init(
     from turnkeeper.store import open_store
     from turnkeeper.store.sql import display_url
 
+    held: dict[str, int] = {}
     if database_url is not None:
         # Checked (and migrated) before it is recorded: a wrong URL leaves nothing behind.
-        open_store(database_url).close()
+        with open_store(database_url) as store:
+            if _newly_named(path, database_url):
+                held = _already_held(store)
     hook = None
     if hooks:  # before the project: a directory that is no git repository is refused first
         from turnkeeper.boundary.hooks import install_pre_commit
@@ -59,14 +64,44 @@ def init(
     project, created = init_project(path, database_url)
     open_store(project.database_url).close()  # creates and migrates the schema now
     shown = display_url(project.database_url)
+    if any(held.values()):
+        output.print_line(
+            f"note: database {safe(shown)} already holds {held['goals']} goal(s) and "
+            f"{held['sessions']} session(s): this project now shares them (and every "
+            "checkout using that database sees this one's). Another database keeps them "
+            "apart.",
+            stderr=True,
+        )
     if as_json:
         done = {"root": str(project.root), "created": created, "database": shown}
-        print_json(done | ({"hook": hook} if hook else {}))
+        joined = {"already_held": held} if any(held.values()) else {}
+        print_json(done | joined | ({"hook": hook} if hook else {}))
     else:
         verb = "initialised" if created else "already initialised"
         output.print_line(f"{verb} {safe(project.state_dir)} (database {safe(shown)})")
         if hook:
             output.print_line(safe(hook.message))
+
+
+def _newly_named(path: Path, database_url: str) -> bool:
+    """Whether ``init`` points this project at a database it did not use before (what
+    it finds there then belongs to someone else, or to another checkout)."""
+    from turnkeeper.runtime.services.project import DATABASE_URL_FILE, STATE_DIR_NAME
+
+    recorded = path.resolve() / STATE_DIR_NAME / DATABASE_URL_FILE
+    try:
+        return recorded.read_text().strip() != database_url.strip()
+    except FileNotFoundError:
+        return True
+
+
+def _already_held(store: EventStore) -> dict[str, int]:
+    """How many goals and sessions the database holds (any status)."""
+    from turnkeeper.runtime.services.goal_reads import GOAL_KIND
+    from turnkeeper.runtime.services.session_listing import SESSION_KIND
+
+    listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
+    return {"goals": len(listed[GOAL_KIND]), "sessions": len(listed[SESSION_KIND])}
 
 
 @handles_errors
@@ -86,13 +121,13 @@ def status(as_json: bool = JsonOption) -> None:
     from turnkeeper.errors import Unavailable
     from turnkeeper.notify.health import notification_status
     from turnkeeper.runtime.control.controller_health import health_json, read_controller_health
+    from turnkeeper.runtime.control.controller_view import summaries_json
     from turnkeeper.runtime.services.extension_states import project_extension_states
     from turnkeeper.runtime.services.goal_reads import GOAL_KIND, audit_of, goal_states
     from turnkeeper.runtime.services.project import find_project
     from turnkeeper.runtime.services.session_listing import (
         FINISHED_SESSION_STATUSES,
         SESSION_KIND,
-        recovery_report,
         summaries,
     )
     from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
@@ -133,7 +168,7 @@ def status(as_json: bool = JsonOption) -> None:
         ]
         print_json(
             {
-                "sessions": [s.state for s in sessions],  # parsed projections: JSON already
+                "sessions": summaries_json(sessions),  # parsed projections: JSON already
                 "extensions": to_jsonable(extensions),
                 "goals": to_jsonable(goal_rows),
                 "controllers": health_json(controllers),
@@ -150,7 +185,7 @@ def status(as_json: bool = JsonOption) -> None:
         return
     from turnkeeper.cli.render import render_goal_list
     from turnkeeper.cli.render_extensions import render_extension_states
-    from turnkeeper.cli.render_sessions import render_recovery_report, render_session_list
+    from turnkeeper.cli.render_sessions import render_session_list
 
     render_goal_list(rows)
     render_extension_states(extensions)
@@ -166,6 +201,15 @@ def status(as_json: bool = JsonOption) -> None:
             f"{finished} finished session{'s' if finished != 1 else ''} not shown: "
             "`turnkeeper session list` lists every session"
         )
+    _render_session_notes(in_flight)
+
+
+def _render_session_notes(in_flight: list[SessionSummary]) -> None:
+    """Under the table: each session's recovery report (after lost turns) and why its
+    last turn has no snapshot."""
+    from turnkeeper.cli.render_sessions import render_recovery_report
+    from turnkeeper.runtime.services.session_listing import recovery_report
+
     for session in in_flight:
         report = recovery_report(session) if session.counters.get("turns_lost") else None
         if report is not None:

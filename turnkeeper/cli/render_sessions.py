@@ -9,6 +9,7 @@ from rich.table import Column, Table
 
 from turnkeeper.cli.fast_table import FastTable
 from turnkeeper.cli.output import TURN_ID_WIDTH, console, print_line, safe
+from turnkeeper.runtime.control.controller_view import state_controller, summary_controller
 
 # Types only: a session listing is printed without importing the session kernel.
 if TYPE_CHECKING:
@@ -47,6 +48,13 @@ def render_session(state: SessionState) -> None:
     console.print(
         f"  lease {safe(lease.owner or '-')} epoch {lease.epoch} until {lease.expires_at or '-'}"
     )
+    controller = state_controller(state)
+    if controller is not None:
+        colour = (
+            "red" if controller.alive is False else "yellow" if controller.alive is None else ""
+        )
+        said = safe(controller.words())
+        console.print(f"  [{colour}]{said}[/]" if colour else f"  {said}")
     c = state.counters
     console.print(
         f"  turns: {c.turns_accepted} accepted, {c.turns_completed} completed, "
@@ -108,6 +116,14 @@ def render_recovery_report(report: RecoveryReport) -> None:
         console.print(f"  did: [bold]{safe(action.kind)}[/]{turn}{pids} {safe(action.detail)}")
 
 
+def _gone(summary: SessionSummary) -> str:
+    """A listing's word on a controller that is not known to run (a live one: nothing)."""
+    controller = summary_controller(summary)
+    if controller is None or controller.alive:
+        return ""
+    return f" [red]{safe(controller.words())}[/]"
+
+
 def render_session_list(states: Sequence[SessionSummary]) -> None:
     # A thousand sessions are a thousand rows: FastTable draws what Table would, faster.
     # On a narrow terminal the status's reason and the turn in flight are folded onto
@@ -128,7 +144,9 @@ def render_session_list(states: Sequence[SessionSummary]) -> None:
             safe(s.session_id[:8]),
             safe(s.goal_id),
             safe(s.host_kind),
-            _status(s.status) + (f" ({safe(s.status_reason)})" if s.status_reason else ""),
+            _status(s.status)
+            + (f" ({safe(s.status_reason)})" if s.status_reason else "")
+            + _gone(s),
             str(s.counters.get("turns_completed", 0)),
             str(s.counters.get("turns_lost", 0)),
             str(s.counters.get("turns_failed", 0)),

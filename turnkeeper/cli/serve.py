@@ -62,7 +62,8 @@ def serve(
 
     Every call needs a bearer token: the admin token printed at start (or read from
     --token-file), or a share made with `turnkeeper share create`. A new start without
-    --token-file makes a new admin token, and the previous one stops working.
+    --token-file makes a new admin token, and the previous one stops working; a start
+    that cannot listen (the port is taken) changes no token.
 
     Example:
 
@@ -82,12 +83,19 @@ def serve(
         raise InvalidArgument("--host must not be empty", reason="empty_host")
     project = find_project()
     token, generated = _admin_token(token_file)
-    store = open_store(project.database_url)
+    # The port first, the token after: a second start that cannot listen (the port is
+    # a live server's) must leave that server's admin token, and the web logins made
+    # with it, working. Recording the token replaces the live one.
+    sock = _bind(host, port)
+    try:
+        store = open_store(project.database_url)
+    except BaseException:
+        sock.close()
+        raise
     try:
         AccessService(store).set_admin_token(token)
         spans = telemetry.TurnSpans() if telemetry.available() else None
         app = create_app(store, project.root, spans=spans)
-        sock = _bind(host, port)
         shown_host = f"[{host}]" if ":" in host else host
         base = f"http://{shown_host}:{sock.getsockname()[1]}"
         out = sys.stdout
@@ -105,4 +113,5 @@ def serve(
         )
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        sock.close()
         store.close()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from turnkeeper.json_types import JsonDict
     from turnkeeper.runtime.control.operations import OperationResult
     from turnkeeper.runtime.control.operator import OperatorResult
+    from turnkeeper.store.base import EventStore
 
 session_app = typer.Typer(help="Sessions: one agent working on one goal.", no_args_is_help=True)
 
@@ -121,14 +122,19 @@ def session_show(session_id: str = SessionArgument, as_json: bool = JsonOption) 
     \b
         turnkeeper session show 3f2a
     """
+    from turnkeeper.cli.output import to_jsonable
     from turnkeeper.cli.render_sessions import render_session
+    from turnkeeper.runtime.control.controller_view import controller_json, state_controller
     from turnkeeper.runtime.services.sessions import SessionService
 
-    with open_project_store() as (_, store):
+    with open_project_store(reading=True) as (_, store):
         sessions = SessionService(store)
         state = sessions.load(sessions.resolve_id(session_id))
     if as_json:
-        print_json(state)
+        # The state, and whether the controller its lease names still runs.
+        shown = to_jsonable(state)
+        assert isinstance(shown, dict)  # a model is a JSON object
+        print_json({**shown, "controller": controller_json(state_controller(state))})
     else:
         render_session(state)
 
@@ -144,12 +150,16 @@ def session_list(as_json: bool = JsonOption) -> None:
     \b
         turnkeeper session list --json
     """
+    from turnkeeper.runtime.control.controller_view import summaries_json
     from turnkeeper.runtime.services.session_listing import list_sessions
+    from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
 
     with open_project_store() as (_, store):
         sessions = list_sessions(store)
+        # A read's check (open_project_store(reading=True)), on the sessions listed here.
+        check_workspaces_not_ahead(store, [s.state for s in sessions])
     if as_json:
-        print_json([s.state for s in sessions], plain=True)  # the parsed projections
+        print_json(summaries_json(sessions), plain=True)  # the parsed projections
     else:
         from turnkeeper.cli.render_sessions import render_session_list
 
@@ -236,7 +246,7 @@ def session_snapshots(session_id: str = SessionArgument, as_json: bool = JsonOpt
     from turnkeeper.cli.render_sessions import render_snapshots
     from turnkeeper.runtime.services.snapshot_listing import snapshot_rows
 
-    with open_project_store() as (_, store):
+    with open_project_store(reading=True) as (_, store):
         sid, rows = snapshot_rows(store, session_id)
     if as_json:
         print_json({"session_id": sid, "snapshots": [row.as_json() for row in rows]})
@@ -268,14 +278,33 @@ def session_crash(
     _print_operator(result, as_json, "marked crashed:")
 
 
-RequestIdOption = typer.Option(..., "--request-id", help="Client request id: a retry joins it.")
+RequestIdOption = typer.Option(
+    None,
+    "--request-id",
+    help="Client request id: a retry with it joins the same operation. Default: the "
+    "session's unfinished operation of this kind (a retry after a crash), else a new id.",
+)
+
+
+def _request_id(store: EventStore, session_id: str, kind: str, given: str | None) -> str:
+    """``given``, else the id of the session's unfinished operation of ``kind`` (so a
+    plain retry finishes it rather than being refused), else a new one (printed)."""
+    if given is not None:
+        return given
+    from turnkeeper.runtime.services.sessions import SessionService
+
+    sessions = SessionService(store)
+    pending = sessions.load(sessions.resolve_id(session_id)).operation
+    if pending is not None and pending.kind == kind:
+        return pending.request_id
+    return f"{kind}-{uuid.uuid4().hex[:12]}"
 
 
 @session_app.command("revert")
 @handles_errors
 def session_revert(
     session_id: str = SessionArgument,
-    request_id: str = RequestIdOption,
+    request_id: str | None = RequestIdOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Revert a crashed session to its last completed snapshot (workspace + host session).
@@ -283,12 +312,13 @@ def session_revert(
     Example:
 
     \b
-        turnkeeper session revert 3f2a --request-id revert-1
+        turnkeeper session revert 3f2a
     """
     from turnkeeper.runtime.control.operations import Operations
 
     with open_project_store() as (_, store):
-        done = Operations(store).revert(session_id, request_id)
+        rid = _request_id(store, session_id, "revert", request_id)
+        done = Operations(store).revert(session_id, rid)
     _print_operation(done, as_json)
 
 
@@ -296,7 +326,7 @@ def session_revert(
 @handles_errors
 def session_delete(
     session_id: str = SessionArgument,
-    request_id: str = RequestIdOption,
+    request_id: str | None = RequestIdOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Delete a session, closed or not (superseding a pending revert), and its snapshots.
@@ -304,12 +334,13 @@ def session_delete(
     Example:
 
     \b
-        turnkeeper session delete 3f2a --request-id delete-1
+        turnkeeper session delete 3f2a
     """
     from turnkeeper.runtime.control.operations import Operations
 
     with open_project_store() as (_, store):
-        done = Operations(store).delete(session_id, request_id)
+        rid = _request_id(store, session_id, "delete", request_id)
+        done = Operations(store).delete(session_id, rid)
     _print_operation(done, as_json)
 
 
@@ -355,7 +386,7 @@ def operation_show(
     """
     from turnkeeper.runtime.control.operations import Operations
 
-    with open_project_store() as (_, store):
+    with open_project_store(reading=True) as (_, store):
         record = Operations(store).show(request_id)
     if as_json:
         print_json(record.as_json())

@@ -19,6 +19,7 @@ from turnkeeper.api import routes_goals, routes_sessions, routes_status
 from turnkeeper.api.access import Access, share_refusal
 from turnkeeper.api.access import Mode as AccessMode
 from turnkeeper.api.access import Scope as AccessScope
+from turnkeeper.api.routes_sessions import SessionAnswer
 from turnkeeper.api.routes_status import GoalSummary
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel import GoalState, TerminalAudit
@@ -26,6 +27,7 @@ from turnkeeper.kernel.session import SessionState
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.operation_model import OperationFinished, OperationStarted
 from turnkeeper.kernel.session.report import RecoveryReport
+from turnkeeper.runtime.control.controller_view import ControllerView, state_controller
 from turnkeeper.runtime.services.access import Principal
 from turnkeeper.runtime.services.extension_states import ExtensionStatus
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
@@ -107,7 +109,7 @@ class SessionsPage(TypedDict):
 
     goals: list[GoalSummary]
     extensions: list[ExtensionStatus]
-    sessions: list[SessionState]
+    sessions: list[SessionAnswer]
     said: dict[str, Said]
     gates: list[GateRow]
     counts: dict[str, int]
@@ -167,6 +169,8 @@ class SessionView:
     last_turn: TurnInfo | None
     said: Said | None = None
     controls: dict[str, bool] = field(default_factory=dict)
+    # Whether the controller its lease names still runs ("controller gone (pid N) ...").
+    controller: ControllerView | None = None
 
 
 def _marks(store: EventStore, sid: str) -> list[Mark]:
@@ -243,7 +247,10 @@ def session_view(store: EventStore, session_ref: str, principal: Principal | Non
     if not state.snapshots:
         controls["revert"] = False
     said = latest_said(store, state)
-    return SessionView(state, entries, snapshots, turns[-1] if turns else None, said, controls)
+    last = turns[-1] if turns else None
+    return SessionView(
+        state, entries, snapshots, last, said, controls, controller=state_controller(state)
+    )
 
 
 def phase_rows(turn: TurnInfo) -> list[tuple[str, datetime, float]]:
