@@ -27,7 +27,7 @@ BLOCK = re.compile(
     r"<!-- readme-test: (?P<name>[\w-]+) -->\s*\n```(?P<lang>sh|python)\n(?P<body>.*?)\n```", re.S
 )
 # The blocks the README must keep testable: dropping a marker is a failure, not a skip.
-REQUIRED = {"quick-tour", "own-agent", "python-api"}
+REQUIRED = {"quick-tour", "own-agent", "python-api", "revert"}
 BLOCK_TIMEOUT = 300.0
 # What each block must have achieved, read back through the CLI afterwards: the goal a
 # block works must end closed (the quick tour closes its own, and fails if it cannot).
