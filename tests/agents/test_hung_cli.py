@@ -30,12 +30,14 @@ def test_a_cli_whose_model_never_answers_is_hung_then_suspended(
     project = AgentProject(tmp_path / "project", kit)
     try:
         plane = project.start_run("--silence-timeout", "3", "--max-hangs", "2", "--backoff", "0.1")
-        assert plane.wait(timeout=120) == 0, plane.output()
+        # Suspended: run exits 12 (README, "Errors and exit codes").
+        assert plane.wait(timeout=120) == 12, plane.output()
         lines = [json.loads(ln) for ln in plane.out.read_text().splitlines() if ln.strip()]
     finally:
         kit.server.release()
     summary = lines[-1]
     assert summary["stops"] == {project.session_id: "hung"}, summary
+    assert summary["outcomes"] == {project.session_id: "suspended"}, summary
     failed = [r for r in lines if r.get("record") == "turn" and r.get("phase") == "failed"]
     assert [f["error_kind"] for f in failed] == ["hung", "hung"], failed
     for turn in failed:

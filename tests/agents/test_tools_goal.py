@@ -133,8 +133,10 @@ def test_a_cli_agent_works_a_goal_through_the_tools(
         "session", "create", "g", "--host", cli, "--host-config", config, "--workspace", ".",
     )["session_id"]  # fmt: skip
 
-    first = project.tk("run", "--json", timeout=RUN_TIMEOUT)
-    summary = json.loads(first.stdout.splitlines()[-1]) if first.stdout else {}
+    # The run ends on the open gate: blocked, exit 13 (README, "Errors and exit codes").
+    first = project.tk("run", "--json", timeout=RUN_TIMEOUT, expect=13)
+    summary = json.loads(first.stdout.splitlines()[-1])
+    assert summary["outcomes"] == {sid: "blocked"}, summary
     goal = project.tk_json("goal", "show", "g")["state"]
     statuses = {t: goal["todos"][t]["status"] for t in goal["todos"]}
     assert statuses == {"t-a": "done", "t-b": "done", "t-c": "open", "t-a2": "done"}, (
@@ -159,6 +161,7 @@ def test_a_cli_agent_works_a_goal_through_the_tools(
 
     project.tk("gate", "resolve", "publish", "--decision", "approved", "--by", "alice")
     second = project.tk("run", "--json", timeout=RUN_TIMEOUT)
+    assert json.loads(second.stdout.splitlines()[-1])["outcomes"] == {sid: "finished"}
 
     goal = project.tk_json("goal", "show", "g")["state"]
     assert goal["goal"]["status"] == "closed", (goal["goal"], second.stdout[-3000:])
@@ -175,4 +178,3 @@ def test_a_cli_agent_works_a_goal_through_the_tools(
     assert "`c-done`: passed" in replan, replan  # what a criterion could be met with
     gate_seen = next(p for p in _prompts(kit.server.model_requests()) if "todo t-c: write C" in p)
     assert "decided 'approved' by alice" in gate_seen, gate_seen
-    del sid

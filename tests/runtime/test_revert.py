@@ -401,8 +401,10 @@ def test_a_damaged_host_artifact_crashes_the_session_before_the_next_turn(
     else:
         with artifact(project).open("a") as handle:
             handle.write('{"type": "tampered"}\n')
-    result = project.run_control_plane()
+    # The session is marked crashed: run exits 11 (README, "Errors and exit codes").
+    result = project.run_control_plane(expect=11)
     assert any(reason in line for line in result.progress), result.describe()
+    assert result.summary()["outcomes"] == {project.session_id: "crashed"}, result.describe()
     state = project.session()
     assert state.status == "crashed"
     assert state.in_flight is None

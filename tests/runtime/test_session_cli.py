@@ -52,10 +52,11 @@ def _refused(tk: Invoke, project: Path, *args: str, code: ErrorCode, reason: str
     assert durable_digest(project) == before, f"{args} wrote to the store"
 
 
-def _run(tk: Invoke, *args: str) -> tuple[list[str], dict[str, Any]]:
-    """``run --json``: one ``{"progress": ...}`` line per step, then the summary."""
+def _run(tk: Invoke, *args: str, expect: int = 0) -> tuple[list[str], dict[str, Any]]:
+    """``run --json``: one ``{"progress": ...}`` line per step, then the summary;
+    ``expect`` is its exit code (README, "Errors and exit codes")."""
     result = tk("run", *args, "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == expect, result.output
     lines = result.stdout.splitlines()
     progress = [json.loads(ln)["progress"] for ln in lines if ln.startswith('{"progress"')]
     rest = "\n".join(ln for ln in lines if not ln.startswith('{"progress"'))
@@ -127,11 +128,13 @@ def test_session_show_list_and_unique_prefixes(project: Path, tk: Invoke) -> Non
     sid = created["session_id"]
     assert created.pop("id") == sid  # and, like every write's, the id it created
 
-    assert run_json(tk, "session", "show", sid) == created
-    assert run_json(tk, "session", "show", sid[:8]) == created
+    # show adds whether the controller its lease names runs: none holds it yet.
+    shown = {**created, "controller": None}
+    assert run_json(tk, "session", "show", sid) == shown
+    assert run_json(tk, "session", "show", sid[:8]) == shown
     listed = run_json(tk, "session", "list")
     assert [s["session_id"] for s in listed] == [sid]
-    assert listed[0] == created
+    assert listed[0] == shown
     status = run_json(tk, "status")
     assert [s["session_id"] for s in status["sessions"]] == [sid]
     assert [g["id"] for g in status["goals"]] == ["g1"]
@@ -186,6 +189,8 @@ def test_a_stopped_session_is_left_alone_by_run(project: Path, tk: Invoke) -> No
     assert summary["turns"] == 1
     assert summary["failed_turns"] == 0
     assert summary["stops"] == {ids["running"]: "goal_terminal"}
+    assert summary["outcomes"] == {ids["running"]: "finished"}
+    assert summary["exit_code"] == 0
     assert not (project / "stopped-host" / "runs.jsonl").exists()
     assert len((project / "running-host" / "runs.jsonl").read_text().splitlines()) == 1
 
@@ -199,14 +204,17 @@ def test_a_stopped_session_is_left_alone_by_run(project: Path, tk: Invoke) -> No
     assert left["status"] == "suspended"
     assert left["counters"]["turns_accepted"] == 0
 
-    # Naming the stopped session explicitly still runs no turn for it.
-    _, named = _run(tk, "--session", ids["stopped"])
+    # Naming the stopped session explicitly still runs no turn for it; the session it
+    # was asked to drive is suspended, so run exits 12 (README, "Errors and exit codes").
+    _, named = _run(tk, "--session", ids["stopped"], expect=12)
     assert named == {
         "turns": 0,
         "failed_turns": 0,
         "reattached_turns": 0,
         "stops": {ids["stopped"]: "session_suspended"},
         "reasons": {},
+        "outcomes": {ids["stopped"]: "suspended"},
+        "exit_code": 12,
     }
     assert not (project / "stopped-host" / "runs.jsonl").exists()
 

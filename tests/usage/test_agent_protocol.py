@@ -170,8 +170,14 @@ def test_plain_commands_complete_their_todos_by_their_completion_rule(
         )  # fmt: skip
         sessions[goal] = created["session_id"]
 
-    done = project.tk("run", "--json", timeout=RUN_TIMEOUT)
+    # "never" ends suspended: run exits 12 (README, "Errors and exit codes").
+    done = project.tk("run", "--json", timeout=RUN_TIMEOUT, expect=12)
     summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["outcomes"] == {
+        sessions["default"]: "finished",
+        sessions["marker"]: "finished",
+        sessions["never"]: "suspended",
+    }, summary
 
     status = {g: project.tk_json("goal", "show", g)["state"] for g in commands}
     assert status["default"]["todos"]["t-default"]["status"] == "done"

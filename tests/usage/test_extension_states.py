@@ -144,8 +144,10 @@ def test_a_disabled_host_kind_creates_no_session_and_runs_no_turn(
     error = json.loads(refused.stdout)["error"]
     assert (error["code"], error["reason"]) == ("FAILED_PRECONDITION", "extension_disabled")
 
-    ran = user_project.tk("run", "--json")
+    # Suspended by the disabled extension: run exits 12 (README, "Errors and exit codes").
+    ran = user_project.tk("run", "--json", expect=12)
     assert "extension_disabled" in ran.stdout
+    assert json.loads(ran.stdout.splitlines()[-1])["outcomes"] == {session: "suspended"}
     state = user_project.tk_json("session", "show", session)
     assert state["status"] == "suspended"
     assert state["status_reason"].startswith("extension_disabled: host kind subprocess")

@@ -100,14 +100,20 @@ def test_run_suspends_a_session_whose_cli_is_not_ready_and_drives_the_others(
         "--workspace", ".",
     )  # fmt: skip
 
-    # The key is not exported in the shell this run starts from.
-    done = user_project.tk("run", "--json", env=_without_keys(tmp_path), timeout=60)
+    # The key is not exported in the shell this run starts from. A session suspended
+    # makes the run exit 12 (README, "Errors and exit codes"), the other one finished.
+    done = user_project.tk("run", "--json", env=_without_keys(tmp_path), timeout=60, expect=12)
     records = [json.loads(line) for line in done.stdout.splitlines()]
     summary: dict[str, Any] = records[-1]
     assert summary["stops"] == {
         codex["session_id"]: "host_not_ready",
         plain["session_id"]: "goal_terminal",
     }, summary
+    assert summary["outcomes"] == {
+        codex["session_id"]: "suspended",
+        plain["session_id"]: "finished",
+    }, summary
+    assert summary["exit_code"] == 12, summary
     assert summary["turns"] == 1 and summary["failed_turns"] == 0, summary
     said = [r for r in records if r.get("event") == "host_not_ready"]
     assert len(said) == 1 and CODEX_FIX in said[0]["progress"], records

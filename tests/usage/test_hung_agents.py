@@ -25,6 +25,7 @@ import pytest
 from tests.usage.project import UserProject, kill_processes_with, processes_with
 
 RUN_TIMEOUT = 60.0
+SUSPENDED = 12  # run's exit code when a session it drove was suspended
 
 
 @pytest.fixture
@@ -45,9 +46,15 @@ def _session(project: UserProject, goal: str, config: dict[str, Any]) -> str:
     return str(created["session_id"])
 
 
-def _run(project: UserProject, *args: str) -> list[dict[str, Any]]:
-    done = project.tk("run", "--json", "--backoff", "0.1", *args, timeout=RUN_TIMEOUT)
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+def _run(project: UserProject, *args: str, expect: int) -> list[dict[str, Any]]:
+    """``run --json`` to its end; ``expect`` is its exit code (README, "Errors and exit
+    codes"), which its summary, the last record, must repeat."""
+    done = project.tk(
+        "run", "--json", "--backoff", "0.1", *args, timeout=RUN_TIMEOUT, expect=expect
+    )
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert records[-1]["exit_code"] == expect, records[-1]
+    return records
 
 
 def _failed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -60,10 +67,11 @@ def test_a_silent_idle_agent_is_ended_as_hung_then_suspended(
     agent = user_project.agent("sleeper", f"#!/bin/sh\nsleep {token}\n")
     sid = _session(user_project, "quiet", {"command": [str(agent)]})
 
-    records = _run(user_project, "--silence-timeout", "2")
+    records = _run(user_project, "--silence-timeout", "2", expect=SUSPENDED)
 
     summary = records[-1]
     assert summary["stops"] == {sid: "hung"}, summary
+    assert summary["outcomes"] == {sid: "suspended"}, summary
     assert summary["turns"] == summary["failed_turns"] == 2, summary  # --max-hangs 2
     failed = _failed(records)
     assert [f["error_kind"] for f in failed] == ["hung", "hung"], failed
@@ -87,7 +95,7 @@ def test_a_silent_idle_agent_is_ended_as_hung_then_suspended(
     shown = " ".join(user_project.tk("session", "show", sid).stdout.split())  # unwrapped
     assert "suspended (hung)" in shown and "2 hung" in shown, shown
     # Not retried further by a later run; a resume starts the count again.
-    assert _run(user_project, "--silence-timeout", "2")[-1]["turns"] == 0
+    assert _run(user_project, "--silence-timeout", "2", expect=0)[-1]["turns"] == 0
     user_project.tk("session", "resume", sid)
     assert user_project.tk_json("session", "show", sid)["consecutive_hangs"] == 0
 
@@ -101,9 +109,10 @@ def test_only_error_events_are_no_progress(user_project: UserProject) -> None:
     agent = user_project.agent("reconnecting", script)
     sid = _session(user_project, "offline", {"command": [str(agent)], "event_format": "jsonl"})
 
-    records = _run(user_project, "--silence-timeout", "2", "--max-hangs", "1")
+    records = _run(user_project, "--silence-timeout", "2", "--max-hangs", "1", expect=SUSPENDED)
 
     assert records[-1]["stops"] == {sid: "hung"}, records[-1]
+    assert records[-1]["outcomes"] == {sid: "suspended"}, records[-1]
     (failed,) = _failed(records)
     assert failed["error_kind"] == "hung"
     assert failed["reason"] == (
@@ -121,9 +130,10 @@ def test_a_silent_agent_that_burns_cpu_is_not_ended(user_project: UserProject) -
     agent = user_project.agent("builder", f"#!/bin/sh\n{sys.executable} -c '{busy}'\necho built\n")
     sid = _session(user_project, "build", {"command": [str(agent)]})
 
-    records = _run(user_project, "--silence-timeout", "2")
+    records = _run(user_project, "--silence-timeout", "2", expect=0)
 
     assert records[-1]["stops"] == {sid: "goal_terminal"}, records
+    assert records[-1]["outcomes"] == {sid: "finished"}, records[-1]
     assert records[-1]["failed_turns"] == 0
     completed = [r for r in records if r.get("phase") == "completed"]
     assert len(completed) == 1 and completed[0]["elapsed_seconds"] >= 4, completed

@@ -19,7 +19,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from tests.usage.project import (
     processes_with,
     wait_for,
 )
+from turnkeeper.runtime.turn.fencing import fence_margin
 
 RESULT = json.dumps({"kind": "result", "data": {"summary": "done", "todo_done": True}})
 
@@ -162,9 +163,10 @@ def test_a_controller_in_another_pid_namespace_is_not_taken_for_dead(
     expires = datetime.fromisoformat(
         user_project.tk_json("session", "show", sid)["lease"]["expires_at"]
     )
-    wait_for(
-        lambda: datetime.now(UTC) > expires, lease + 10, "the dead controller's lease to expire"
-    )
+    # ... and, its processes being out of sight from here, the fencing margin after it
+    # (runtime/turn/fencing.py): until then only its own fence could have ended them.
+    due = expires + timedelta(seconds=fence_margin(lease))
+    wait_for(lambda: datetime.now(UTC) > due, lease + 10, "the lease and margin to pass")
     final = user_project.tk("run", "--json", "--lease", str(lease), timeout=60)
     assert _summary(final.stdout)["stops"] == {sid: "goal_terminal"}, final.stdout
     session = user_project.tk_json("session", "show", sid)
@@ -231,3 +233,36 @@ def test_session_stop_then_resume_then_run_finishes_the_goal(
     done = user_project.tk("run", "--json", timeout=60)
     assert _summary(done.stdout)["stops"] == {sid: "goal_terminal"}, done.stdout
     assert user_project.tk_json("goal", "show", "stop")["state"]["goal"]["status"] == "closed"
+
+
+def test_a_run_lets_go_of_a_session_it_no_longer_drives(
+    user_project: UserProject, token: str
+) -> None:
+    """While ``run`` drives session A, session B — whose agent always fails — ends
+    (crashed or suspended); the run gives B's lease back at once, so the operator's
+    ``session resume``, ``stop`` and ``crash`` on B work while A's turn goes on."""
+    agent, fast = _slow_agent(user_project, "busy-agent", token)
+    failing = user_project.agent("failing-agent", "#!/bin/sh\necho 'no luck' >&2\nexit 3\n")
+    busy = _create(user_project, "busy", ["busy-1"], [agent])
+    broken = _create(user_project, "broken", ["broken-1"], [str(failing)])
+    run = user_project.start("run", "--json")
+    wait_for(lambda: len(processes_with(f"sleep {token}")) == 2, 30, "A's agent to start")
+
+    def ended() -> bool:
+        status = user_project.tk_json("session", "show", broken)["status"]
+        return status not in ("ready", "running")
+
+    wait_for(ended, 60, "B to stop being driven", interval=0.5)
+    assert len(processes_with(f"sleep {token}")) == 2, "A's turn goes on"
+    lease = user_project.tk_json("session", "show", broken)["lease"]
+    assert lease["owner"] is None, f"the run still holds B's lease: {lease}"
+    resumed = user_project.tk_json("session", "resume", broken)
+    assert resumed["status"] == "ready", resumed
+    stopped = user_project.tk_json("session", "stop", broken)
+    assert stopped["status"] == "suspended", stopped
+    crashed = user_project.tk_json("session", "crash", broken)
+    assert crashed["status"] == "crashed", crashed
+    assert user_project.tk_json("session", "show", busy)["in_flight"] is not None
+    fast.touch()
+    kill_processes_with(f"sleep {token}")  # A's agent finishes (its next run is fast)
+    run.wait(60)

@@ -18,6 +18,8 @@ from tests.usage.project import UserProject
 # Three idle turns raise a replan, two idle replans suspend: five turns at most.
 IDLE_TURNS_BOUND = 5
 RUN_TIMEOUT = 90.0
+# run's exit code when a session it drove ended crashed or suspended.
+CRASHED, SUSPENDED = 11, 12
 
 
 def _session(user_project: UserProject, goal: str, config: dict[str, Any]) -> str:
@@ -36,10 +38,13 @@ def _session_status(user_project: UserProject, sid: str) -> dict[str, Any]:
     return session
 
 
-def _run(user_project: UserProject, *args: str) -> dict[str, Any]:
-    done = user_project.tk("run", "--json", *args, timeout=RUN_TIMEOUT)
+def _run(user_project: UserProject, *args: str, expect: int) -> dict[str, Any]:
+    """``run --json`` to its end; ``expect`` is its exit code (README, "Errors and exit
+    codes"), which its summary must repeat."""
+    done = user_project.tk("run", "--json", *args, timeout=RUN_TIMEOUT, expect=expect)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     summary: dict[str, Any] = json.loads(lines[-1])
+    assert summary["exit_code"] == expect, summary
     return summary
 
 
@@ -51,9 +56,10 @@ def test_a_host_that_exits_0_and_does_nothing_is_suspended(user_project: UserPro
                     "--requires-evidence", "spelling")  # fmt: skip
     sid = _session(user_project, "docs", {"command": ["true"]})
 
-    summary = _run(user_project)
+    summary = _run(user_project, expect=SUSPENDED)
 
     assert summary["stops"] == {sid: "no_progress"}, summary
+    assert summary["outcomes"] == {sid: "suspended"}, summary
     assert summary["turns"] == IDLE_TURNS_BOUND, summary
     session = _session_status(user_project, sid)
     assert (session["status"], session["status_reason"]) == ("suspended", "no_progress")
@@ -64,7 +70,7 @@ def test_a_host_that_exits_0_and_does_nothing_is_suspended(user_project: UserPro
     # The suspended session gave its todo back, so someone else can take it.
     assert goal["todos"]["typos"]["status"] == "open", goal["todos"]["typos"]
     # A second run leaves the suspended session alone: no new turn.
-    again = _run(user_project)
+    again = _run(user_project, expect=0)
     assert again["turns"] == 0, again
 
 
@@ -74,9 +80,10 @@ def test_a_host_that_always_fails_backs_off_and_stops(user_project: UserProject)
     agent = user_project.agent("broken-agent", "#!/bin/sh\necho 'model unreachable' >&2\nexit 3\n")
     sid = _session(user_project, "build", {"command": [str(agent)]})
 
-    summary = _run(user_project, "--backoff", "0.2")
+    summary = _run(user_project, "--backoff", "0.2", expect=CRASHED)
 
     assert summary["stops"] == {sid: "crashed"}, summary
+    assert summary["outcomes"] == {sid: "crashed"}, summary
     assert summary["turns"] == summary["failed_turns"] <= 6, summary
     session = _session_status(user_project, sid)
     assert session["status"] == "crashed"
@@ -107,9 +114,10 @@ def test_an_agent_whose_evidence_always_fails_is_suspended(user_project: UserPro
     agent = _jsonl_agent(user_project, "optimist", claims_done)
     sid = _session(user_project, "green", {"command": [agent], "event_format": "jsonl"})
 
-    summary = _run(user_project)
+    summary = _run(user_project, expect=SUSPENDED)
 
     assert summary["stops"] == {sid: "no_progress"}, summary
+    assert summary["outcomes"] == {sid: "suspended"}, summary
     assert summary["turns"] <= IDLE_TURNS_BOUND, summary
     session = _session_status(user_project, sid)
     assert (session["status"], session["status_reason"]) == ("suspended", "no_progress")
@@ -130,9 +138,10 @@ def test_a_replan_no_agent_answers_is_suspended(user_project: UserProject) -> No
     assert [o["trigger"] for o in before["obligations"].values()] == ["frontier_exhausted"]
     sid = _session(user_project, "ship", {"command": ["true"]})
 
-    summary = _run(user_project)
+    summary = _run(user_project, expect=SUSPENDED)
 
     assert summary["stops"] == {sid: "no_progress"}, summary
+    assert summary["outcomes"] == {sid: "suspended"}, summary
     assert summary["turns"] == 2, summary  # two replan turns, both idle
     session = _session_status(user_project, sid)
     assert (session["status"], session["status_reason"]) == ("suspended", "no_progress")

@@ -220,9 +220,11 @@ def test_require_stops_a_session_after_the_runner_wait(runner_project: RunnerPro
     run = runner_project.run("--runner", "require", "--runner-wait", "2")
     wait_for(lambda: runner_project.steps_seen(1), 60, "the agent started")
     os.kill(runner_project.runner_pid, signal.SIGKILL)  # the daemon we started, by pid
-    assert run.wait(timeout=120) == 0, run.output()
+    # No runner answering blocks the session: run exits 13 (README, "Errors and exit codes").
+    assert run.wait(timeout=120) == 13, run.output()
     summary = run.summary()
     assert summary["stops"] == {runner_project.session: "runner_unavailable"}, summary
+    assert summary["outcomes"] == {runner_project.session: "blocked"}, summary
     assert "no runner answered for" in summary["reasons"][runner_project.session]
     shown = runner_project.project.tk_json("session", "show", runner_project.session)
     assert shown["status"] == "ready" and shown["in_flight"] is None, shown

@@ -113,7 +113,10 @@ def test_the_agent_gets_the_users_key_but_not_the_control_planes_credentials(
         if "=" in entry
     )
     (pid_file.parent / f"{pid_file.name}.seen").touch()
-    assert run.wait(timeout=120) == 0, run.output()
+    # The agent never offers the evidence its todo needs: the session is suspended for
+    # no progress, and run exits 12 (README, "Errors and exit codes").
+    assert run.wait(timeout=120) == 12, run.output()
+    assert run.summary()["outcomes"] == {session: "suspended"}, run.output()
 
     assert environ.get("OPENAI_API_KEY") == key
     assert "PGPASSWORD" not in environ and "TURNKEEPER_TEST_POSTGRES_URL" not in environ

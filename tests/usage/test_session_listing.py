@@ -189,7 +189,8 @@ def test_a_status_reason_is_whole_on_an_80_column_terminal(user_project: UserPro
         "session", "create", "idle", "--host", "subprocess", "--host-config", config,
         "--workspace", ".", "-q",
     ).stdout.strip()  # fmt: skip
-    user_project.tk("run", "--session", idle, timeout=90)
+    # Suspended for no progress: run exits 12 (README, "Errors and exit codes").
+    user_project.tk("run", "--session", idle, timeout=90, expect=12)
     stopped = _session(user_project, "paused", ["true"])
     user_project.tk("session", "stop", stopped, "--reason", "paused by me for the weekend")
     narrow = {"COLUMNS": "80"}

@@ -97,11 +97,13 @@ def test_a_session_that_cannot_settle_is_quarantined_and_the_others_close(
     fine_goal, fine = _session(user_project, 2, user_project.agent("agent.sh", AGENT))
     env = {"FREEZER": str(freezer), "STUCK_PID": str(stuck_pid)}
     run = user_project.start("run", "--json", env=env)
-    assert run.wait(timeout=180) == 0, run.output()
+    # The quarantined session is suspended: run exits 12 (README, "Errors and exit codes").
+    assert run.wait(timeout=180) == 12, run.output()
     pid = int(stuck_pid.read_text())
 
     summary = run.summary()
     assert summary["stops"] == {stuck: "quarantined", fine: "goal_terminal"}, summary
+    assert summary["outcomes"] == {stuck: "suspended", fine: "finished"}, summary
     status, reason = _status(user_project, stuck)
     assert status == "suspended", (status, reason)
     assert reason.startswith(f"quarantined: pid {pid} of turn ") and "after SIGKILL" in reason

@@ -289,6 +289,21 @@ class Pages:
     browser: Any
     errors: list[str] = field(default_factory=list)
     contexts: list[Any] = field(default_factory=list)
+    # Addresses a test opens expecting a refusal: the browser logs each such answer
+    # ("Failed to load resource: ... 403"), which is no error of the page's.
+    refusals: set[str] = field(default_factory=set)
+
+    def expect_refusal(self, url: str) -> None:
+        self.refusals.add(url)
+
+    def _console(self, msg: Any) -> None:
+        if msg.type != "error":
+            return
+        if msg.text.startswith("Failed to load resource") and msg.location.get("url") in (
+            self.refusals
+        ):
+            return
+        self.errors.append(f"console {msg.text} at {msg.location}")
 
     @contextmanager
     def open(self) -> Iterator[None]:
@@ -305,14 +320,7 @@ class Pages:
         context = self.browser.new_context(viewport={"width": width, "height": 900})
         self.contexts.append(context)
         page = context.new_page()
-        page.on(
-            "console",
-            lambda msg: (
-                self.errors.append(f"console {msg.text} at {msg.location}")
-                if msg.type == "error"
-                else None
-            ),
-        )
+        page.on("console", self._console)
         page.on("pageerror", lambda exc: self.errors.append(f"page error {exc}"))
         page.on("dialog", lambda dialog: dialog.accept())
         return page

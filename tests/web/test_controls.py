@@ -47,13 +47,18 @@ def test_an_update_share_reverts_a_crashed_session_through_the_page(
         expect(page.locator('[data-action="revert"]')).to_have_count(0)  # not crashed yet
 
         page.click('[data-action="crash"]')  # confirmed in the dialog
-        expect(page.locator("#done")).to_have_text("crash: crashed", timeout=WAIT_MS)
+        expect(page.locator("#done")).to_have_text(
+            "marked crashed: the session is crashed", timeout=WAIT_MS
+        )
         expect(page.locator(".summary .headline")).to_contain_text("crashed")
         page.click('[data-action="revert"]')
-        expect(page.locator("#done")).to_have_text("revert: reverted", timeout=WAIT_MS)
+        expect(page.locator("#done")).to_contain_text(
+            "reverted to the last snapshot; the session is suspended", timeout=WAIT_MS
+        )
         expect(page.locator(".summary .headline")).to_contain_text("suspended")
         finished = page.locator('li.mark[data-mark="revert-finished"]')
         expect(finished).to_have_count(1)
+        expect(finished.locator("strong")).to_have_text("reverted")  # not "revert reverted"
         expect(page.locator('li.mark[data-mark="revert-started"]')).to_have_count(1)
         request_id = finished.locator(".ident code").get_attribute("title")
         assert request_id and request_id.startswith("web-revert-")

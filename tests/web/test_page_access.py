@@ -19,9 +19,11 @@ from typing import Any
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import ADMIN, ApiProject
+from tests.api.conftest import ADMIN, GOAL, ApiProject
 from tests.api.test_access_matrix import CALLERS, expected
 from turnkeeper.api.access import app_routes, declared
+from turnkeeper.kernel.proposals import OpenGate
+from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.web import page_kind
 
 # (method, route) -> (path with {placeholders}, scope kind, mode, admin status)
@@ -32,6 +34,9 @@ PAGES: dict[tuple[str, str], tuple[str, str, str, int]] = {
         "/sessions/{sid}/events?follow=false", "session", "read", 200
     ),
     ("GET", "/goals/{goal_id}"): ("/goals/g", "project", "read", 200),
+    ("GET", "/sessions/{session_id}/goal"): ("/sessions/{sid}/goal", "session", "read", 200),
+    ("GET", "/gates/{gate_id}"): ("/gates/gate-1", "project", "read", 200),
+    ("POST", "/gates/{gate_id}/resolve"): ("/gates/gate-1/resolve", "project", "update", 200),
     ("GET", "/operations"): ("/operations", "project", "read", 200),
     ("POST", "/sessions/{session_id}/stop"): ("/sessions/{sid}/stop", "session", "update", 200),
     ("POST", "/sessions/{session_id}/resume"): (
@@ -74,7 +79,9 @@ class Browser:
         sent = {"X-CSRF-Token": self.csrf, **headers} if method == "POST" else dict(headers)
         if method == "POST" and path.endswith(("/revert", "/delete")):
             sent.setdefault("Idempotency-Key", f"page-{method}-{path.rsplit('/', 1)[-1]}")
-        return int(self.client.request(method, path, headers=sent).status_code)
+        # A gate's decision is a form (as the gate page's htmx posts it).
+        form = {"choice": "approved"} if path.endswith("/resolve") else None
+        return int(self.client.request(method, path, headers=sent, data=form).status_code)
 
 
 def _want(caller: str, scope: str, mode: str, ok: int) -> int | None:
@@ -95,6 +102,7 @@ def test_every_page_answers_every_caller_as_declared(api_project: ApiProject) ->
         assert found is not None and found.mode == mode, key
         assert found.scope == ("any" if scope == "public" else scope), key
     project.run_turns(1)
+    GoalService(project.store).submit(GOAL, OpenGate(gate_id="gate-1", title="ok?"))
     other = project.new_session("create-other")
     tokens: dict[str, str | None] = {
         "none": None,
@@ -156,6 +164,18 @@ def test_a_state_change_needs_the_csrf_token_and_this_origin(api_project: ApiPro
             assert answer.status_code == 403, (path, headers, answer.text)
             assert "csrf" in answer.text or "cross_site" in answer.text
             assert project.digest() == before, (path, headers)
+    # A gate's decision is the admin's: forged, it is refused the same way.
+    GoalService(project.store).submit(GOAL, OpenGate(gate_id="gate-1", title="ok?"))
+    admin_forged = [{**h, "X-CSRF-Token": h.get("X-CSRF-Token", admin.csrf)} for h in forged]
+    admin_forged[2]["X-CSRF-Token"] = updater.csrf  # another web session's token
+    for headers in admin_forged:
+        before = project.digest()
+        answer = admin.client.post(
+            "/gates/gate-1/resolve", headers=headers, data={"choice": "approved"}
+        )
+        assert answer.status_code == 403, (headers, answer.text)
+        assert "csrf" in answer.text or "cross_site" in answer.text
+        assert project.digest() == before, headers
     # With its token and from this origin, the same request goes through.
     origin = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
     assert updater.call("POST", f"/sessions/{sid}/crash", **origin) == 200
@@ -172,3 +192,30 @@ def test_a_login_link_with_an_unknown_token_is_refused(api_project: ApiProject) 
     assert client.get("/", follow_redirects=False).status_code == 401
     # The API still answers programs in JSON.
     assert client.get("/v1/status").json()["error"]["reason"] == "no_token"
+
+
+def test_a_decision_in_words_is_recorded_as_typed(api_project: ApiProject) -> None:
+    """The gate page's other form: the answer typed is the decision, by the caller;
+    an empty answer or an unknown choice is refused (400) and writes nothing."""
+    project = api_project
+    GoalService(project.store).submit(GOAL, OpenGate(gate_id="db", title="Which database?"))
+    admin = Browser(project, ADMIN)
+    headers = {"X-CSRF-Token": admin.csrf}
+    for form in ({"choice": "answer", "answer": "  "}, {"choice": "maybe"}, {}):
+        before = project.digest()
+        answer = admin.client.post("/gates/db/resolve", headers=headers, data=form)
+        assert answer.status_code == 400, (form, answer.text)
+        assert "text/html" in answer.headers["content-type"]
+        assert project.digest() == before, form
+    typed = {"choice": "answer", "answer": "PostgreSQL 16, the team knows it"}
+    answer = admin.client.post("/gates/db/resolve", headers=headers, data=typed)
+    assert answer.status_code == 200 and answer.headers["HX-Redirect"] == "/gates/db?done=resolved"
+    gate = project.client.get(f"/v1/goals/{GOAL}/gates", headers=project.headers()).json()[0]
+    resolution = gate["resolution"]
+    assert (resolution["decision"], resolution["by"]) == (
+        "PostgreSQL 16, the team knows it",
+        "admin",
+    )
+    # Decided once: a second decision is the kernel's refusal, as through the API.
+    again = admin.client.post("/gates/db/resolve", headers=headers, data={"choice": "rejected"})
+    assert again.status_code == 412 and "gate_already_resolved" in again.text

@@ -99,9 +99,10 @@ class CrashProject:
             env["TURNKEEPER_CRASH_AT"] = crash_at
         return env
 
-    def cli(self, *args: str, crash_at: str | None = None) -> CliResult:
-        """Run ``turnkeeper ARGS`` to its end. Output goes to files, not pipes: a
-        process that inherited a pipe could otherwise keep the read open forever."""
+    def cli(self, *args: str, crash_at: str | None = None, expect: int = 0) -> CliResult:
+        """Run ``turnkeeper ARGS`` to its end; ``expect`` is its exit code unless it is
+        to crash at ``crash_at``. Output goes to files, not pipes: a process that
+        inherited a pipe could otherwise keep the read open forever."""
         self._calls += 1
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
@@ -129,13 +130,18 @@ class CrashProject:
             stderr=err_path.read_text(errors="replace"),
         )
         if crash_at is None:
-            assert result.returncode == 0, result.describe()
+            assert result.returncode == expect, result.describe()
         return result
 
-    def run_control_plane(self, *args: str, crash_at: str | None = None) -> CliResult:
-        """``turnkeeper run --json``; with ``crash_at`` it must die by its own SIGKILL."""
-        result = self.cli("run", "--json", *args, crash_at=crash_at)
-        if crash_at is not None:
+    def run_control_plane(
+        self, *args: str, crash_at: str | None = None, expect: int = 0
+    ) -> CliResult:
+        """``turnkeeper run --json``; with ``crash_at`` it must die by its own SIGKILL,
+        else exit ``expect`` (README, "Errors and exit codes"), as its summary says."""
+        result = self.cli("run", "--json", *args, crash_at=crash_at, expect=expect)
+        if crash_at is None:
+            assert result.summary()["exit_code"] == expect, result.describe()
+        else:
             assert result.returncode == -signal.SIGKILL, result.describe()
             assert "[crash point " in result.stderr, result.describe()
         return result
