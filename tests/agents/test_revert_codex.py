@@ -51,10 +51,13 @@ def project(tmp_path: Path, make_kit: MakeKit) -> Iterator[AgentProject]:
         kill_marked("TURNKEEPER_SESSION_ID", made.session_id)
 
 
-def run(project: AgentProject, *args: str) -> dict[str, Any]:
+def run(project: AgentProject, *args: str, expect: int = 0) -> dict[str, Any]:
+    """``run`` to its end; ``expect``: its exit code (11: a session ended crashed)."""
     plane = project.start_run(*args)
-    assert plane.wait() == 0, plane.output()
-    return plane.summary()
+    assert plane.wait() == expect, plane.output()
+    summary: dict[str, Any] = plane.summary()
+    assert summary["exit_code"] == expect, summary
+    return summary
 
 
 def resume(project: AgentProject) -> None:
@@ -79,7 +82,9 @@ def crash_after_the_snapshot(project: AgentProject, rollout: Path, copy: bytes) 
     (repo / "junk.txt").write_text("partial\n")
     rollout.write_bytes(copy[: len(copy) // 2] + TORN)
     calls = len(kit.server.model_requests())
-    assert run(project)["stops"] == {sid: "crashed"}
+    crashed = run(project, expect=11)
+    assert crashed["stops"] == {sid: "crashed"}
+    assert crashed["outcomes"] == {sid: "crashed"}
     assert project.session().status == "crashed"
     assert len(kit.server.model_requests()) == calls  # Codex never ran on the torn file
     return later
