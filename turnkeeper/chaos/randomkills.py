@@ -27,6 +27,11 @@ from turnkeeper.chaos.project import KillPlan, RunRecord
 from turnkeeper.chaos.scenarios import HARNESS, ScenarioPlan, ScenarioRun, Stage
 from turnkeeper.chaos.workload import Workload
 from turnkeeper.kernel.session import LeaseAcquired, RecoveryReported, SessionEvent
+from turnkeeper.runtime.control.run_outcome import RUN_BLOCKED
+
+# How a run the harness did not kill may end: done, or stopped at an operator's gate
+# (an unconfirmable effect: run_outcome.py's RUN_BLOCKED), which the next run answers.
+FINISHED_RUN = (0, RUN_BLOCKED)
 
 MAX_KILLS_IN_A_ROW = 6
 AIM_AT_RECOVERY = 0.4  # share of kills aimed at the restart's recovery window
@@ -110,7 +115,7 @@ class KillBudget:
             if report is not None and lease is not None:
                 took = (report.report.finished_at - lease.at).total_seconds()
                 self._timing.learn("recovery", took)
-            if record.returncode == 0:
+            if record.returncode in FINISHED_RUN:
                 self._timing.learn("full", record.seconds)
         if lease is None:
             return "startup"
@@ -131,7 +136,7 @@ def random_body(
                 record = run.run(Stage(kill=budget.kill_plan(rng)))
                 where = budget.observe(record, run.project.session_events()[seen:])
                 if not record.killed_by_harness:
-                    if record.returncode != 0:
+                    if record.returncode not in FINISHED_RUN:
                         run.violation(HARNESS, f"an unkilled run failed\n{record.describe()}")
                     break  # the run finished before its timer: the goal is done
                 done += 1

@@ -25,6 +25,7 @@ from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.workload import FAULT_ERROR_KINDS, GOAL_ID, Workload
 from turnkeeper.kernel.session import EffectIntended, ReceiptRecorded, TurnAccepted
 from turnkeeper.kernel.session.records import ReceiptFailure
+from turnkeeper.runtime.control.run_outcome import RUN_BLOCKED
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.turn.effects import effect_gate_id
 
@@ -155,7 +156,9 @@ class ScenarioRun:
             summary = record.summary()
             stops = (summary or {}).get("stops")
             stop = stops.get(self.project.session_id) if isinstance(stops, dict) else None
-            if record.returncode != 0 or summary is None:
+            # A run that stops at an operator's gate exits RUN_BLOCKED (run_outcome.py).
+            expected = RUN_BLOCKED if stop == "gate_blocked" else 0
+            if record.returncode != expected or summary is None:
                 self.violation(HARNESS, f"a clean run failed\n{record.describe()}")
                 return False
             if stop == "goal_terminal" or (stop is None and self._goal_closed()):
