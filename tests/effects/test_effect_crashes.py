@@ -117,8 +117,9 @@ def test_sigkill_after_an_apply_readback_cannot_confirm_gates_instead_of_retryin
     _killed_at(project, "effect.applied")
     assert service.total() == 1
 
-    summary = project.ok("run")
+    summary = project.ok("run", expect=13)
     assert summary["stops"] == {sid: "gate_blocked"}
+    assert summary["outcomes"] == {sid: "blocked"}
     with Oracle(tmp_path, sid) as oracle:
         key = oracle.keys()[0]
         (resolved,) = oracle.events("turn.effect_resolved")
@@ -129,7 +130,7 @@ def test_sigkill_after_an_apply_readback_cannot_confirm_gates_instead_of_retryin
         assert audit.unresolved_blocking_gates == 1 and not audit.terminal
     assert dict(service.applied) == {key: 1}
 
-    assert project.ok("run")["stops"] == {sid: "gate_blocked"}  # never retried
+    assert project.ok("run", expect=13)["stops"] == {sid: "gate_blocked"}  # never retried
     project.ok("gate", "resolve", gate_id, "--decision", "applied", "--by", "operator")
     assert project.ok("run")["stops"] == {sid: "goal_terminal"}
     assert dict(service.applied) == {key: 1}
