@@ -280,6 +280,8 @@ def run(
                 summary = Worker(controller, shared).run()
             else:
                 summary = controller.run(ids)
+    from turnkeeper.runtime.control.run_outcome import EXIT_CODES
+
     code = summary.exit_code()
     if as_json:
         summary_json = {
@@ -299,8 +301,10 @@ def run(
         for sid, why in summary.stops.items():
             reason = summary.reasons.get(sid)
             shown = f"{why} ({reason})" if reason and reason != why else why
+            # Named where it is not a success (and not already the stop's own word).
             outcome = summary.outcomes.get(sid)
-            shown = f"{outcome}: {shown}" if outcome and outcome != why else shown
+            if outcome in EXIT_CODES and outcome != why:
+                shown = f"{outcome}: {shown}"
             # One line a session, like the progress lines above it (a reason can be long).
             print_line(f"  session {sid[:8]}: {safe(shown)}")
     # Not 0 when a session it drove ended crashed, suspended or blocked (README's table).
