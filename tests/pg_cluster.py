@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -179,7 +180,14 @@ def pg_cluster() -> Iterator[PgCluster]:
         if os.environ.get("TURNKEEPER_REQUIRE_POSTGRES", "") == "1":
             pytest.fail(f"no throwaway PostgreSQL cluster: {why}", pytrace=False)
         pytest.skip(f"no throwaway PostgreSQL cluster: {why}")
-    cluster = PgCluster()
+    with running_cluster() as cluster:
+        yield cluster
+
+
+@contextmanager
+def running_cluster(listen: tuple[str, ...] = ("127.0.0.1",)) -> Iterator[PgCluster]:
+    """A cluster made and started for the block, always stopped and removed after."""
+    cluster = PgCluster(listen=listen)
     try:
         cluster.init()
         cluster.start()

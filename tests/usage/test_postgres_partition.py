@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from tests.pg_cluster import PgCluster, available
+from tests.pg_cluster import PgCluster, available, running_cluster
 from tests.usage.project import Background, wait_for
 from tests.usage.test_postgres_workers import WorkersProject
 from turnkeeper import Project
@@ -172,13 +172,8 @@ def network() -> Iterator[Network]:
 
 @pytest.fixture(scope="module")
 def cluster(network: Network) -> Iterator[PgCluster]:
-    made = PgCluster(listen=("127.0.0.1", *(m.host for m in network.machines)))
-    try:
-        made.init()
-        made.start()
+    with running_cluster(listen=("127.0.0.1", *(m.host for m in network.machines))) as made:
         yield made
-    finally:
-        made.destroy()
 
 
 def stop(worker: Background) -> None:
