@@ -41,6 +41,7 @@ from typing import Final
 
 from turnkeeper.runtime.turn.brackets import Bracket
 from turnkeeper.runtime.turn.running_hosts import RunningHosts
+from turnkeeper.supervision import Supervised
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +112,9 @@ class LeaseDeadlines:
 class HostFence:
     """Ends the hosts of every session whose lease lapsed (see the module docstring).
 
-    One thread per controller while any host runs (:meth:`watching`); each check is
-    bounded (the hosts running now), and an error in one check is logged and the next
-    check runs: the fence must outlive anything one host does.
+    One supervised loop per controller while any host runs (:meth:`watching`); each
+    check is bounded (the hosts running now), and a check that fails is logged, shown
+    in ``status`` and run again: the fence must outlive anything one host does.
     """
 
     def __init__(self, deadlines: LeaseDeadlines, hosts: RunningHosts, say: Say) -> None:
@@ -123,7 +124,8 @@ class HostFence:
         self._fenced: dict[str, str] = {}  # turn id -> why its host was ended
         self._lock = threading.Lock()
         self._watched = 0  # hosts inside :meth:`watching` now
-        self._thread: threading.Thread | None = None
+        # A failed check is logged, shown in ``status`` and run again (supervision.py).
+        self._loop = Supervised("host fence", self._step)
 
     def watching(self) -> Bracket:
         """The fence runs while any block of this is open (one around each host run)."""
@@ -132,11 +134,7 @@ class HostFence:
     def _enter(self) -> None:
         with self._lock:
             self._watched += 1
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="turnkeeper-host-fence", daemon=True
-                )
-                self._thread.start()
+        self._loop.ensure_running()
 
     def _leave(self) -> None:
         with self._lock:
@@ -171,21 +169,13 @@ class HostFence:
             ended.append(host.turn_id)
         return ended
 
-    def _run(self) -> None:
-        # Bounded by the hosts: the thread ends at the first look with none watched
-        # (decided under the lock :meth:`_enter` starts a new one under).
-        try:
-            while True:
-                time.sleep(CHECK_SECONDS)
-                with self._lock:
-                    if self._watched == 0:
-                        self._thread = None
-                        return
-                try:
-                    self.check()
-                except Exception:  # one failed check must not end the fence for good
-                    log.exception("the host fence's check failed; it runs again")
-        finally:
-            with self._lock:
-                if self._thread is threading.current_thread():
-                    self._thread = None  # died some other way: the next host starts one
+    def _step(self, loop: Supervised) -> bool:
+        """One look after :data:`CHECK_SECONDS`; False (the thread idles out, and the
+        next host starts it again) once no host is watched."""
+        if loop.wait(CHECK_SECONDS):
+            return False
+        with self._lock:
+            if self._watched == 0:
+                return False
+        self.check()
+        return True
