@@ -104,6 +104,9 @@ def test_a_killed_controller_is_shown_gone_with_its_lease_expiry(
         with httpx.Client(base_url=base, timeout=30) as browser:
             signed_in = browser.get(f"/?token={ADMIN}", follow_redirects=True)
             assert signed_in.status_code == 200, signed_in.text
+            # The dashboard's list says it too, not only the session's own page.
+            row = signed_in.text.split(f'data-session="{sid}"', 1)[1].split("</tr>", 1)[0]
+            assert f"gone</span> (pid {run.pid})" in row, row
             page = browser.get(f"/sessions/{sid}")
             assert page.status_code == 200
             assert said in page.text, page.text

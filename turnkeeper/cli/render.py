@@ -10,6 +10,7 @@ from rich.table import Column, Table
 from turnkeeper.cli.fast_table import FastTable
 from turnkeeper.cli.output import console, safe
 from turnkeeper.kernel import GoalState, TerminalAudit
+from turnkeeper.kernel.model import Evidence
 from turnkeeper.store.records import EventRecord, RepairReport, VerifyReport
 
 _STATUS_STYLE = {
@@ -36,6 +37,13 @@ def styled(value: str) -> str:
 
 def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+def tested_on(evidence: Evidence) -> str:
+    """The commit and the worktree content a check ran on (see ``Evidence``): the tree
+    tells apart two records on one commit with different uncommitted work."""
+    revision = (evidence.revision or "-")[:10]
+    return f"{revision} / {evidence.tree[:10]}" if evidence.tree else revision
 
 
 def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventRecord]) -> None:
@@ -111,14 +119,14 @@ def render_goal(state: GoalState, audit: TerminalAudit, history: Sequence[EventR
         console.print(table)
     if state.evidence:
         table = Table(
-            id_column("evidence"), "key", "exit", "revision", "recorded", title="Evidence"
+            id_column("evidence"), "key", "exit", "revision / tree", "recorded", title="Evidence"
         )
         for ev in state.evidence.values():
             table.add_row(
                 safe(ev.id),
                 safe(ev.key),
                 str(ev.exit_code),
-                safe((ev.revision or "-")[:12]),
+                safe(tested_on(ev)),
                 when(ev.recorded_at),
             )
         console.print(table)

@@ -14,6 +14,7 @@ from turnkeeper.runtime.control.controller_view import state_controller, summary
 # Types only: a session listing is printed without importing the session kernel.
 if TYPE_CHECKING:
     from turnkeeper.kernel.session import SessionState
+    from turnkeeper.kernel.session.records import SnapshotRef
     from turnkeeper.kernel.session.report import RecoveryReport
     from turnkeeper.runtime.services.session_listing import SessionSummary
     from turnkeeper.runtime.services.snapshot_listing import SnapshotRow
@@ -85,7 +86,7 @@ def render_session(state: SessionState) -> None:
         label = "last snapshot" if state.snapshots else "last completed turn (no snapshot)"
         print_line(
             f"  {label}: turn {safe(state.last_completed.turn_id)}, "
-            f"kernel seq {snap.kernel_seq}, revision {safe((snap.workspace_revision or '-')[:12])}"
+            f"kernel seq {snap.kernel_seq}, {content_label(snap)}"
         )
         if snap.snapshot_failed:
             console.print(f"  [red]no snapshot of that turn[/]: {safe(snap.snapshot_failed)}")
@@ -153,6 +154,18 @@ def render_session_list(states: Sequence[SessionSummary]) -> None:
             safe(s.in_flight_turn_id) if s.in_flight_turn_id is not None else "-",
         )
     console.print(table)
+
+
+def content_label(snap: SnapshotRef) -> str:
+    """What a snapshot holds, so two turns on the same commit can be told apart: its
+    own commit and tree (the worktree's content), and the HEAD it was taken on."""
+    head = safe((snap.workspace_revision or "-")[:12])
+    if snap.workspace_commit is None:
+        return f"revision {head}"
+    return (
+        f"snapshot {safe(snap.workspace_commit[:12])} "
+        f"(tree {safe((snap.workspace_tree or '-')[:12])}, on HEAD {head})"
+    )
 
 
 def render_snapshots(session_id: str, rows: Sequence[SnapshotRow]) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from turnkeeper.cli.output import console, safe
-from turnkeeper.cli.render import id_column, styled, when
+from turnkeeper.cli.render import id_column, styled, tested_on, when
 from turnkeeper.kernel.model import Gate, GoalState, Todo
 
 if TYPE_CHECKING:
@@ -119,7 +119,13 @@ def render_evidence_list(rows: Sequence[EvidenceRow]) -> None:
         console.print("no evidence recorded")
         return
     table = Table(
-        id_column("evidence"), id_column("key"), "command", "exit", "revision", "recorded", "fresh"
+        id_column("evidence"),
+        id_column("key"),
+        "command",
+        "exit",
+        "revision / tree",
+        "recorded",
+        "fresh",
     )
     for row in rows:
         ev = row["evidence"]
@@ -132,7 +138,7 @@ def render_evidence_list(rows: Sequence[EvidenceRow]) -> None:
             safe(ev.key),
             safe(ev.command),
             f"[{exit_style}]{ev.exit_code}[/]",
-            safe((ev.revision or "-")[:12]),
+            safe(tested_on(ev)),
             when(ev.recorded_at),
             fresh,
         )

@@ -134,6 +134,7 @@ def record_evidence(state: GoalState, p: RecordEvidence, now: datetime) -> list[
             key=key,
             command=p.command,
             revision=p.revision,
+            tree=p.tree,
             exit_code=p.exit_code,
             output_digest=p.output_digest,
             output_tail=p.output_tail,

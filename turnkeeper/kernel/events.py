@@ -206,6 +206,8 @@ class EvidenceRecorded(KernelModel):
     at: datetime
     # Added later: a record written before has none.
     output_tail: str = ""
+    # Added later: the worktree's content (a git tree id) the command ran on.
+    tree: str | None = None
 
 
 class ObligationRaised(KernelModel):

@@ -146,6 +146,7 @@ def _apply(state: GoalState, event: GoalEvent) -> GoalState:
                 key=event.key,
                 command=event.command,
                 revision=event.revision,
+                tree=event.tree,
                 exit_code=event.exit_code,
                 output_digest=event.output_digest,
                 output_tail=event.output_tail,

@@ -242,12 +242,16 @@ class Monitor(KernelModel):
 
 
 class Evidence(KernelModel):
-    """A command's result bound to the revision it ran on and the time it ran."""
+    """A command's result bound to what it ran on and the time it ran: ``revision`` is
+    the commit checked out (HEAD), ``tree`` the worktree's whole content then (tracked
+    and untracked-not-ignored files, as a git tree id), which tells apart two runs on
+    the same commit with different uncommitted work. Both None outside a repository."""
 
     id: str
     key: str
     command: str
     revision: str | None = None
+    tree: str | None = None
     exit_code: int
     output_digest: str = ""
     # The end of the command's output, so a failure can be shown without rerunning it.

@@ -10,8 +10,8 @@ agent that only ever does those is spinning, however busy it looks.
 
 Passing evidence is progress only when it says something the goal did not already
 know: its key had no passing, fresh record of the same output on the same revision
-before this turn. An agent that re-runs the same green check every turn is busy,
-not advancing; refreshing evidence that went stale still counts.
+and worktree content before this turn. An agent that re-runs the same green check
+every turn is busy, not advancing; refreshing evidence that went stale still counts.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def _repeats_known_evidence(event: ev.EvidenceRecorded, before: GoalState | None
         and known.passed
         and known.is_fresh(event.recorded_at)
         and known.revision == event.revision
+        and known.tree == event.tree
         and known.output_digest == event.output_digest
     )
 

@@ -216,6 +216,9 @@ class RecordEvidence(KernelModel):
     # Defaults to the command text.
     key: Title | None = None
     revision: Id | None = None
+    # The worktree's content the command ran on (a git tree id): with uncommitted
+    # work, ``revision`` (HEAD) alone cannot tell two states of the work apart.
+    tree: Id | None = None
     exit_code: int
     output_digest: Id = ""
     # The end of the command's output (what says why it failed), bounded by the caller.

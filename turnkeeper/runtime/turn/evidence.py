@@ -20,6 +20,7 @@ from turnkeeper.kernel.limits import output_tail
 from turnkeeper.kernel.model import Evidence
 from turnkeeper.kernel.proposals import RecordEvidence, checked_input
 from turnkeeper.runtime.services.goals import GoalService, Submitted, new_id
+from turnkeeper.runtime.workspaces.tested_content import tested_tree
 from turnkeeper.runtime.workspaces.workspace import git_revision
 
 # The exit code recorded for a command that outlived its timeout (as GNU timeout does).
@@ -54,7 +55,9 @@ def record_command_evidence(
         raise FailedPrecondition(
             f"goal {goal_id!r} is closed", reason="goal_closed", details={"goal_id": goal_id}
         )
+    # Read before the command runs: what it tested, even if it changes files itself.
     revision = git_revision(cwd)
+    tree = tested_tree(cwd)
     eid = new_id("ev")
     with checked_input():
         draft = RecordEvidence(
@@ -62,6 +65,7 @@ def record_command_evidence(
             command=shlex.join(argv),
             key=key or None,
             revision=revision,
+            tree=tree,
             exit_code=0,
             freshness_seconds=freshness_seconds,
         )

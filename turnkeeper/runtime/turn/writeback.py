@@ -39,6 +39,7 @@ from turnkeeper.kernel.progress import made_progress
 from turnkeeper.kernel.proposals import CompleteTodo, Fence, RecordEvidence, checked_input
 from turnkeeper.kernel.session import ProposalDecision, TurnEnvelope
 from turnkeeper.runtime.turn.agent_result import AgentResult, MalformedResult
+from turnkeeper.runtime.workspaces.tested_content import tested_tree
 from turnkeeper.runtime.workspaces.workspace import git_revision
 
 # The one formula for a result's evidence ids (the agent's tools resolve them with it).
@@ -101,6 +102,8 @@ def prepare_write_back(
         # The same run as the agent's record_evidence tool makes (tools/checks.py): what
         # the tool answered in the turn is what the write-back finds, unless the work
         # changed since.
+        # The content is read before the command runs: what it tested.
+        tree = tested_tree(workspace)
         run = run_check(item.command, workspace)
         try:
             # The result model holds the item to the kernel's limits; the revision is
@@ -111,6 +114,7 @@ def prepare_write_back(
                     command=item.command,
                     key=item.key,
                     revision=git_revision(workspace),
+                    tree=tree,
                     exit_code=run.exit_code,
                     output_digest=run.output_digest,
                     output_tail=run.output_tail,
