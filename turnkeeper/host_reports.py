@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 ID_MAX_CHARS = 200  # every recorded id's bound, the kernel's too (kernel/limits.py)
 ReportedId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS)]
@@ -26,6 +26,9 @@ class ProcessIdentity(BaseModel):
     ``start_time`` is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot) and
     ``boot_id`` is ``/proc/sys/kernel/random/boot_id``: a pid is only ours if both
     still match. ``marker`` is the turn id carried in ``TURNKEEPER_TURN_ID``.
+
+    This is the current shape only: session events of schema version 1 journaled an
+    identity as ``start_fingerprint``, and turnkeeper/kernel/upcast.py reads them.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,20 +38,6 @@ class ProcessIdentity(BaseModel):
     boot_id: ReportedId
     marker: ReportedId
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_fingerprint(cls, data: object) -> object:
-        # Session events of schema version 1 journaled the identity as
-        # ``start_fingerprint: "<boot_id>:<start_time>"``: read them as the same record.
-        if isinstance(data, dict) and "start_fingerprint" in data and "boot_id" not in data:
-            fingerprint = data["start_fingerprint"]
-            boot_id, _, start_time = str(fingerprint).rpartition(":")
-            if not start_time.isdigit() or not boot_id:
-                raise ValueError(f"start_fingerprint {fingerprint!r} is not <boot_id>:<ticks>")
-            rest = {k: v for k, v in data.items() if k != "start_fingerprint"}
-            return {**rest, "boot_id": boot_id, "start_time": int(start_time)}
-        return data
-
     @property
     def fingerprint(self) -> str:
         return f"{self.boot_id}:{self.start_time}"
@@ -56,10 +45,15 @@ class ProcessIdentity(BaseModel):
 
 class HostEvent(BaseModel):
     """One item of a turn's event stream (e.g. Codex ``item.completed``). ``seq``
-    starts at 1 and has no gaps."""
+    starts at 1 and has no gaps.
+
+    ``at`` is when the host produced it (its line was read), stamped as it is stored:
+    events are journaled in batches, so the record's own time is the batch's. None
+    in a record written before events carried it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     seq: int = Field(ge=1)
     kind: ReportedId
     data: dict[str, JsonValue] = Field(default_factory=dict)
+    at: AwareDatetime | None = None

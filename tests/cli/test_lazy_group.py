@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer.main
 from typer.core import TyperGroup
+from typer.testing import CliRunner
 
 from tests.usage.project import turnkeeper_executable
 from turnkeeper.cli.lazy_group import LazyGroup
@@ -60,13 +61,13 @@ def test_the_names_are_unique_and_listed_in_order() -> None:
 def test_a_command_loads_only_when_asked_for() -> None:
     group = _group()
     ctx = typer.Context(group)
-    assert not any(group.lazy.loaded(e.name) for e in Commands.LAZY)
+    assert not any(group.loaded(e.name) for e in Commands.LAZY)
     assert "status" in group.commands  # asking whether it exists loads nothing
-    assert not group.lazy.loaded("status")
+    assert not group.loaded("status")
     status = group.get_command(ctx, "status")
     assert status is not None and status.callback is not None
     assert status.callback.__module__ == "turnkeeper.cli.maintenance"
-    assert [e.name for e in Commands.LAZY if group.lazy.loaded(e.name)] == ["status"]
+    assert [e.name for e in Commands.LAZY if group.loaded(e.name)] == ["status"]
     assert group.get_command(ctx, "no-such-command") is None
 
 
@@ -101,3 +102,19 @@ def test_a_subcommand_runs_through_its_own_group(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert " goal [OPTIONS] COMMAND [ARGS]..." in done.stdout
     assert "add" in done.stdout and "list" in done.stdout
+
+
+def test_every_command_draws_its_own_help() -> None:
+    # In one process, so the top-level listing is drawn again after each command has
+    # loaded: a loaded command lists with its own help, the others with their line.
+    runner = CliRunner()
+    for entry in Commands.LAZY:
+        done = runner.invoke(
+            app, [entry.name, "--help"], prog_name="turnkeeper", env={"COLUMNS": "200"}
+        )
+        assert done.exit_code == 0, (entry.name, done.output)
+        assert f"Usage: turnkeeper {entry.name} [OPTIONS]" in done.output, entry.name
+        assert _first_paragraph(entry.summary)[:40] in " ".join(done.output.split()), entry.name
+    listing = runner.invoke(app, ["--help"], prog_name="turnkeeper", env={"COLUMNS": "200"})
+    assert listing.exit_code == 0, listing.output
+    assert all(f" {entry.name} " in listing.output for entry in Commands.LAZY)

@@ -19,15 +19,16 @@ cell, 0.6 s for a thousand sessions of eight columns, longer than everything els
   table's settings: heavy-head box with edges, a header, no footer, no row lines.
 
 ``tests/cli/test_fast_table.py`` compares the output with ``Table``'s, character for
-character and style for style, on generated tables at many widths. Where the Rich in
-use lacks the width calculation this relies on, ``Table`` itself draws the table.
+character and style for style, on generated tables at many widths.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from rich.box import ASCII2
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
@@ -102,15 +103,14 @@ class FastTable:
         )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self._rows:
+            yield self.rich_table()  # a header alone: nothing to save
+            return
         drawing = _Drawing(console, options, self._rows)
         stand_in = drawing.stand_in(self)
-        calculate = getattr(stand_in, "_calculate_column_widths", None)
-        if calculate is None or not self._rows:
-            yield self.rich_table()  # nothing to save, or a Rich this was not written for
-            return
+        drawing.widths = _column_widths(console, options, stand_in)
         # The same arithmetic as Table.__rich_console__: its edges and dividers.
         extra_width = self.column_count + 1
-        drawing.widths = calculate(console, options.update_width(options.max_width - extra_width))
         drawing.options = options.update(
             width=sum(drawing.widths) + extra_width, highlight=stand_in.highlight, height=None
         )
@@ -119,6 +119,21 @@ class FastTable:
             title = console.render_str(self._title, style=title_style, highlight=False)
             yield from console.render(title, drawing.options.update(justify=stand_in.title_justify))
         yield from drawing.body(stand_in)
+
+
+def _column_widths(console: Console, options: ConsoleOptions, table: Table) -> list[int]:
+    """The widths Rich's ``Table`` gives ``table``'s columns, read off the top border it
+    draws. Drawn untitled with the ``ASCII2`` box, that border is ``+---+--+``: each run
+    of ``-`` is a column's width. A box's characters take no part in the widths, and the
+    border is the first line drawn, so no row is drawn to find them."""
+    bordered = copy.copy(table)
+    bordered.box, bordered.title = ASCII2, None
+    top: list[str] = []
+    for segment in console.render(bordered, options):
+        if segment.text == "\n":
+            break
+        top.append(segment.text)
+    return [len(run) for run in "".join(top)[1:-1].split("+")]
 
 
 @dataclass

@@ -10,10 +10,9 @@ is a list is left as written.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from typer import _click as click
+from typer.core import TyperGroup
 
 _LIST_MARKS = ("- ", "* ")
 
@@ -30,9 +29,14 @@ def reflow(text: str) -> str:
     return "\n\n".join(_reflowed(p) for p in inspect.cleandoc(text).split("\n\n"))
 
 
-def reflow_help(command: click.Command) -> None:
+class _Documented(Protocol):
+    help: str | None
+
+
+def reflow_help(command: _Documented) -> None:
     """Reflow the help of ``command`` and, for a group, of every command under it."""
     if command.help:
         command.help = reflow(command.help)
-    for sub in getattr(command, "commands", {}).values():
-        reflow_help(sub)
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            reflow_help(sub)

@@ -7,25 +7,25 @@ module is imported when that command is parsed, run or completed. The listing's 
 are the commands' own first docstring lines (or their group's ``help``), and
 ``tests/cli/test_lazy_group.py`` checks each against the real command, so the two
 cannot drift.
+
+Only Typer's public classes and the methods a group overrides (``get_command``,
+``format_help``) are used.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Concatenate, ParamSpec
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from turnkeeper.cli.help_text import reflow_help
-from turnkeeper.cli.typer_renderer import import_typer_renderer
 
-if TYPE_CHECKING:
-    # Typer carries its own Click (``typer._click``): its classes are what Typer's
-    # groups hold and return, so the annotations name them.
-    from typer import _click as click
+Loaded = TyperCommand | TyperGroup
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -36,55 +36,42 @@ class LazyCommand:
     target: str  # "turnkeeper.cli.maintenance:status"
     summary: str  # the line ``--help`` lists it with
 
-    def load(self) -> click.Command:
+    def load(self) -> Loaded:
         module_name, attribute = self.target.split(":")
         found = getattr(importlib.import_module(module_name), attribute)
+        command: Loaded
         if isinstance(found, typer.Typer):
-            command: click.Command = typer.main.get_group(found)
+            command = typer.main.get_group(found)
         else:  # a function: the one command of an app of its own
             single = typer.Typer(add_completion=False)
             single.command(name=self.name)(found)
-            command = typer.main.get_command(single)
+            made = typer.main.get_command(single)
+            if not isinstance(made, TyperCommand):
+                raise TypeError(f"{self.target} is not one command")
+            command = made
         command.name = self.name
         reflow_help(command)
         return command
 
+    def listed(self) -> TyperCommand:
+        """What the listing reads of the command: its name and its line."""
+        return TyperCommand(self.name, help=self.summary, short_help=self.summary)
 
-class _LoadedOnUse(MutableMapping[str, "click.Command"]):
-    """A group's commands by name: every name known, each command loaded when asked for
-    (Typer reads ``commands`` directly too, to suggest a name for a typo)."""
 
-    def __init__(self, entries: tuple[LazyCommand, ...]) -> None:
-        self._entries = {entry.name: entry for entry in entries}
-        self._loaded: dict[str, click.Command] = {}
+def _listing_only(
+    format_help: Callable[Concatenate[LazyGroup, P], None],
+) -> Callable[Concatenate[LazyGroup, P], None]:
+    """``format_help`` drawing the group's own help from each command's listed line: it
+    reads a command's name and line, nothing that needs its module."""
 
-    def __getitem__(self, name: str) -> click.Command:
-        if name not in self._loaded:
-            self._loaded[name] = self._entries[name].load()  # KeyError: no such command
-        return self._loaded[name]
+    def listing(group: LazyGroup, /, *args: P.args, **kwargs: P.kwargs) -> None:
+        group.listing = True
+        try:
+            format_help(group, *args, **kwargs)
+        finally:
+            group.listing = False
 
-    def __setitem__(self, name: str, command: click.Command) -> None:
-        self._loaded[name] = command
-        self._entries.setdefault(name, LazyCommand(name, "", command.short_help or ""))
-
-    def __delitem__(self, name: str) -> None:
-        del self._entries[name]
-        self._loaded.pop(name, None)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._entries  # Mapping's own would load the command to find out
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def loaded(self, name: str) -> bool:
-        return name in self._loaded
-
-    def summary(self, name: str) -> str:
-        return self._entries[name].summary
+    return listing
 
 
 class LazyGroup(TyperGroup):
@@ -94,26 +81,28 @@ class LazyGroup(TyperGroup):
 
     def __init__(self, **attrs: object) -> None:
         super().__init__(**attrs)  # type: ignore[arg-type]
-        self.lazy = _LoadedOnUse(self.LAZY)
-        self.commands = self.lazy
-        self._listing = False
+        self._entries = {entry.name: entry for entry in self.LAZY}
+        self._listed = {entry.name: entry.listed() for entry in self.LAZY}
+        self._loaded: dict[str, Loaded] = {}
+        # Every name, in order: Typer's ``list_commands`` lists these and it suggests
+        # one of them for a typo. A name's value is its real command once loaded.
+        self.commands = dict(self._listed)
+        self.listing = False
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.lazy)  # the names alone: TyperGroup's own would load every one
+    def loaded(self, name: str) -> bool:
+        return name in self._loaded
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.lazy:
+    def get_command(self, ctx: object, cmd_name: str) -> Loaded | None:
+        if cmd_name not in self._entries:
             return None
-        if self._listing and not self.lazy.loaded(cmd_name):
-            # The help listing reads a command's name and its line, nothing more.
-            summary = self.lazy.summary(cmd_name)
-            return TyperCommand(cmd_name, help=summary, short_help=summary)
-        return self.lazy[cmd_name]
+        if cmd_name in self._loaded:
+            return self._loaded[cmd_name]
+        if self.listing:
+            return self._listed[cmd_name]
+        command = self._entries[cmd_name].load()
+        self._loaded[cmd_name] = self.commands[cmd_name] = command
+        return command
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        import_typer_renderer()  # for a caller of the app itself, not through main()
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
+    # Typer's help reads every command through ``get_command``; while it draws, the
+    # commands not yet loaded answer with their listed line instead.
+    format_help = _listing_only(TyperGroup.format_help)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import gc
-import sys
 
 import typer
 
 from turnkeeper import __version__
 from turnkeeper.cli.lazy_group import LazyCommand, LazyGroup
-from turnkeeper.cli.typer_renderer import asks_for_help, import_typer_renderer
 
 HELP = """\
 A crash-proof control plane for long-running AI agents.
@@ -254,8 +252,6 @@ def main() -> None:
     ~0.3 s sooner on a slow machine (`goal list` 1.31 s to 0.91 s, medians of 7). Only
     the process's own exit is affected: a caller that goes on uses ``app``.
     """
-    if asks_for_help(sys.argv[1:]):
-        import_typer_renderer()  # before Typer imports it whole (cli/typer_renderer.py)
     try:
         app()
     finally:

@@ -16,6 +16,12 @@ Three tables:
 
 One connection, one lock: every statement is short and the runner's throughput is
 bounded by the fsync of each commit, not by contention.
+
+The schema is versioned in SQLite's ``user_version``. Opening for writing applies, in
+one transaction, each step of :data:`_MIGRATIONS` the file has not had (a step i
+brings version i to i + 1); a journal of a version newer than this code knows is
+refused (``FAILED_PRECONDITION``, ``journal_too_new``) and left as it is. To change the
+schema, append a step: never edit one that has shipped.
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper.errors import AlreadyExists, NotFound
+from turnkeeper.errors import AlreadyExists, FailedPrecondition, NotFound
 from turnkeeper.host_reports import HostEvent, ProcessIdentity
 from turnkeeper.json_types import JsonDict, JsonValue
 from turnkeeper.runner.protocol import TurnEnd, TurnInfo
 
-_SCHEMA = """
+# Version 1, the schema every journal had before it was versioned. Such a journal is at
+# ``user_version`` 0 with these tables already there: its step only stamps it.
+_SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS commands (
     command_id TEXT PRIMARY KEY,
     op TEXT NOT NULL,
@@ -64,6 +72,19 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (turn_id, seq)
 ) WITHOUT ROWID;
 """
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    # One statement at a time: ``executescript`` would commit the open transaction.
+    for statement in _SCHEMA_V1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+# Step i brings a journal from version i to i + 1, in order; the last one reached is
+# this code's version.
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1,)
+JOURNAL_SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 @dataclass(frozen=True)
@@ -111,13 +132,50 @@ def _connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
+def _user_version(conn: sqlite3.Connection) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _check_version(version: int, path: Path) -> None:
+    if version > JOURNAL_SCHEMA_VERSION:
+        raise FailedPrecondition(
+            f"the runner journal {path} is schema version {version}, newer than this code "
+            f"reads ({JOURNAL_SCHEMA_VERSION}): upgrade turnkeeper",
+            reason="journal_too_new",
+            details={"journal_version": version, "code_version": JOURNAL_SCHEMA_VERSION},
+        )
+
+
 class Journal:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         self._conn = _connect(path, readonly=readonly)
         self._lock = threading.RLock()
-        if not readonly:
-            self._conn.executescript(_SCHEMA)
+        try:
+            if readonly:
+                _check_version(_user_version(self._conn), path)
+            else:
+                self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _migrate(self) -> None:
+        # Under the write lock: two processes opening one fresh file do not both step it.
+        with self._tx() as conn:
+            version = _user_version(conn)
+            _check_version(version, self.path)
+            for step in _MIGRATIONS[version:]:
+                step(conn)
+            if version != JOURNAL_SCHEMA_VERSION:
+                # PRAGMA takes no parameter; the value is this module's own integer.
+                conn.execute(f"PRAGMA user_version = {JOURNAL_SCHEMA_VERSION:d}")
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return _user_version(self._conn)
 
     def close(self) -> None:
         with self._lock:
@@ -300,7 +358,7 @@ class Journal:
 _TURN_SELECT = (
     "SELECT turn_id, host_kind, identity, state, last_seq, acked_seq, turn_end FROM turns"
 )
-# Its row, as _SCHEMA declares the columns (only this module writes the journal).
+# Its row, as _SCHEMA_V1 declares the columns (only this module writes the journal).
 _TurnColumns = tuple[str, str, str | None, str, int, int, str | None]
 
 

@@ -37,6 +37,7 @@ from turnkeeper.kernel.session.records import (
 from turnkeeper.kernel.session.recovery import ResolvedRecovery
 from turnkeeper.kernel.session.report import RecoveryReport
 from turnkeeper.kernel.session.state import SessionStatus
+from turnkeeper.kernel.upcast import upcast_event_json
 from turnkeeper.vocabulary import HostErrorKind
 
 MAX_HOST_EVENTS_PER_BATCH = 1_000
@@ -267,4 +268,5 @@ def event_to_json(event: SessionEvent) -> str:
 
 
 def event_from_json(text: str | bytes) -> SessionEvent:
-    return SESSION_EVENT_ADAPTER.validate_json(text)
+    # An event of an older schema version is read through its upcasters first.
+    return SESSION_EVENT_ADAPTER.validate_json(upcast_event_json(text))

@@ -10,15 +10,15 @@ and ``repair`` never hand-patch a projection.
 from __future__ import annotations
 
 import json
-from _json import make_encoder
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii
 from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from turnkeeper.errors import DataLoss, FailedPrecondition, NotFound
+from turnkeeper.json_types import json_object
+from turnkeeper.kernel.upcast import legacy_projection, needs_upcast, upcast_payload
 from turnkeeper.store.records import EventRecord, IndexEntry, NewEvent
 
 StateT = TypeVar("StateT", bound=BaseModel)
@@ -27,27 +27,14 @@ EventT = TypeVar("EventT", bound=BaseModel)
 
 # How an event is stored: compact JSON, keys sorted, escaped to ASCII — what
 # ``json.dumps(data, separators=(",", ":"), sort_keys=True)`` writes, byte for byte
-# (tests/runtime/test_event_encoding.py holds it to that). Made once, as the C
-# encoder ``JSONEncoder.encode`` builds from those options: ``encode`` builds a new one
-# on every call, through two Python frames, ~a quarter of encoding a turn's events.
-# Unlike ``encode``'s it keeps no marks against circular references: it encodes
-# ``model_dump(mode="json")`` output, plain data that never refers to itself. Without
-# them it keeps no state between calls, so threads share it.
-_SORTED_COMPACT_JSON = make_encoder(
-    None,  # markers: no circular-reference check
-    json.JSONEncoder().default,  # raises TypeError, as json.dumps does
-    encode_basestring_ascii,  # ensure_ascii
-    None,  # indent
-    ":",  # key separator
-    ",",  # item separator
-    True,  # sort_keys
-    False,  # skipkeys
-    True,  # allow_nan, json.dumps's default
-)
+# (tests/runtime/test_event_encoding.py holds it to that: a checksum covers the text).
+# One encoder made once with those options; ``encode`` keeps no state between calls,
+# so threads share it.
+_SORTED_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
 def _encode_event_json(data: object) -> str:
-    return "".join(_SORTED_COMPACT_JSON(data, 0))
+    return _SORTED_COMPACT_JSON.encode(data)
 
 
 def fold_from(
@@ -63,6 +50,14 @@ def fold_from(
         return state
 
     return fold
+
+
+def _legacy_projection(kind: str, version: int, text: str) -> str | None:
+    try:
+        state = legacy_projection(kind, version, json_object(text))
+    except ValueError:
+        return None
+    return None if state is None else json.dumps(state)
 
 
 def decode_state(state_type: type[StateT], stream_id: str, text: str) -> StateT:
@@ -107,11 +102,16 @@ class StreamCodec(Generic[StateT, EventT]):
                 details={"stream_id": record.stream_id, "seq": record.seq, "type": record.type},
             )
         try:
-            return self.event_adapter.validate_json(record.payload)
-        except ValidationError as exc:
+            payload = record.payload
+            # Upcast hook: an event of an older shape is brought to the current one
+            # first (turnkeeper/kernel/upcast.py); a current event is read as stored.
+            if needs_upcast(record.type, record.schema_version):
+                payload = upcast_payload(payload)
+            return self.event_adapter.validate_json(payload)
+        except ValueError as exc:  # a ValidationError, or an upcaster's refusal
+            errors = exc.error_count() if isinstance(exc, ValidationError) else 1
             raise DataLoss(
-                f"{record.stream_id}#{record.seq}: event does not decode "
-                f"({exc.error_count()} errors)",
+                f"{record.stream_id}#{record.seq}: event does not decode ({errors} errors)",
                 reason="undecodable_event",
                 details={"stream_id": record.stream_id, "seq": record.seq},
             ) from exc
@@ -120,7 +120,15 @@ class StreamCodec(Generic[StateT, EventT]):
         return state.__pydantic_serializer__.to_json(state).decode()
 
     def decode_state(self, stream_id: str, text: str) -> StateT:
-        return decode_state(self.state_type, stream_id, text)
+        try:
+            return decode_state(self.state_type, stream_id, text)
+        except DataLoss:
+            # Upcast hook: a projection written before its state changed shape in
+            # place (turnkeeper/kernel/upcast.py, legacy_projection).
+            legacy = _legacy_projection(self.kind, self.projection_schema_version, text)
+            if legacy is None:
+                raise
+            return decode_state(self.state_type, stream_id, legacy)
 
     def fold_records(self, records: Sequence[EventRecord]) -> StateT:
         return self.fold_events(self.decode_event(r) for r in records)
