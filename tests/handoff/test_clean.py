@@ -30,6 +30,7 @@ from turnkeeper.handoff.clean import PACKET_EXEMPT_RULES, PACKET_KINDS, check_cl
 
 PROJECT = "/srv/projects/parser"
 LOOPBACK = joined("http", "://", "127.0.0.1", ":8080/health")
+PRIVATE_NETWORK = joined("http", "://", "10.0.0.5", ":8080/health")
 
 # A text that must be refused -> the kind and the shape (boundary rule) it is refused as.
 LEAKS: dict[str, tuple[Callable[[], str], Kind, str]] = {
@@ -86,6 +87,7 @@ CLEAN: dict[str, Callable[[], str]] = {
     "git command": lambda: "git rev-parse HEAD",
     "loopback monitor": lambda: f"curl -fsS {LOOPBACK}",
     "localhost url": lambda: joined("http", "://", "localhost:5173/"),
+    "private network monitor": lambda: f"curl -fsS {PRIVATE_NETWORK}",
     "sha256 digest": lambda: hashlib.sha256(b"output").hexdigest(),
     "prefixed digest": lambda: "sha256:" + hashlib.sha256(b"x").hexdigest(),
     "git revision": lambda: hashlib.sha1(b"commit").hexdigest(),
@@ -109,11 +111,13 @@ def test_what_a_packet_legitimately_carries_is_not_a_leak(case: str) -> None:
     assert find_leak({"a": [text, {"b": text}], text: 1}, [PROJECT]) is None
 
 
-def test_the_boundary_itself_still_flags_a_loopback_url() -> None:
+def test_the_boundary_itself_still_flags_a_private_network_url() -> None:
     # The packet lets it by; ``turnkeeper scan`` must not (its rules are not weakened).
-    [finding] = scan_value(f"curl -fsS {LOOPBACK}")
+    [finding] = scan_value(f"curl -fsS {PRIVATE_NETWORK}")
     assert (finding.kind, finding.rule) == (Kind.PRIVATE_LINK, "private_host_url")
     assert finding.rule in PACKET_EXEMPT_RULES and finding.kind in PACKET_KINDS
+    # A loopback URL is every machine's: neither the packet nor the scan refuses it.
+    assert scan_value(f"curl -fsS {LOOPBACK}") == []
 
 
 def test_a_key_is_checked_too_and_the_refusal_never_repeats_the_value() -> None:

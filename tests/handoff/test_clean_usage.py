@@ -1,7 +1,7 @@
 """The packet's leak check as a user meets it: ``turnkeeper handoff`` in a project made
 by ``turnkeeper init`` refuses what ``turnkeeper scan`` calls a credential, a local
-path or a signed link, naming the boundary rule, and hands over a loopback monitor
-that ``turnkeeper scan`` would still flag in a commit."""
+path or a signed link, naming the boundary rule, and hands over a monitor of a private
+network's host that ``turnkeeper scan`` would still flag in a commit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.boundary.fakes import anthropic_key, joined, random_text
 from tests.usage.project import UserProject
 from turnkeeper.boundary import Kind, scan_value
 
-LOOPBACK = joined("http", "://", "127.0.0.1", ":8080/health")
+PRIVATE_NETWORK = joined("http", "://", "10.0.0.5", ":8080/health")
 
 
 def _refusal(project: UserProject, goal: str, value: str) -> tuple[str, str, str]:
@@ -55,17 +55,17 @@ def test_handoff_refuses_what_the_boundary_rules_find(user_project: UserProject)
     assert not list(user_project.root.glob("*.json"))  # nothing was written
 
 
-def test_a_loopback_monitor_is_handed_over_and_still_flagged_by_scan(
+def test_a_private_network_monitor_is_handed_over_and_still_flagged_by_scan(
     user_project: UserProject,
 ) -> None:
     tk = user_project.tk
     goal = tk("goal", "add", "Serve", "-c", "healthy", "-q").stdout.strip()
-    tk("monitor", "add", goal, LOOPBACK, "--cadence", "60", "-q")
+    tk("monitor", "add", goal, PRIVATE_NETWORK, "--cadence", "60", "-q")
     tk("evidence", "record", goal, "--key", "up", "-q", "--", "true")
 
     tk("handoff", goal, "-o", "packet.json")
     packet = json.loads((user_project.root / "packet.json").read_text())
-    assert packet["monitors"][0]["target"] == LOOPBACK
+    assert packet["monitors"][0]["target"] == PRIVATE_NETWORK
     # Its digest, revision and times are carried as they are.
     [evidence] = packet["evidence"]
     assert len(evidence["output_digest"]) == 64 and evidence["revision"]

@@ -29,7 +29,7 @@ CONTROL_PLANE = textwrap.dedent(
     run = load_host("scripted", config).start(request)
     print(run.identity.model_dump_json(), flush=True)  # "host started" is recorded
     for event in run.events(0):
-        print(json.dumps(event.model_dump()), flush=True)
+        print(event.model_dump_json(), flush=True)
     """
 )
 

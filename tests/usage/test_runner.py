@@ -129,6 +129,11 @@ def test_a_killed_control_plane_reattaches_and_the_same_turn_completes(
     records = second.json_lines()
     reattached = [r for r in records if r.get("event") == "reattached"]
     assert len(reattached) == 1, second.output()
+    # The agent sleeps a second per step: the turn ran STEPS seconds at least, most of
+    # them before the reattach. Its duration counts from its durable start.
+    completed = [r for r in records if r.get("record") == "turn" and r.get("phase") == "completed"]
+    assert len(completed) == 1, second.output()
+    assert completed[0]["elapsed_seconds"] >= STEPS, completed[0]
     turns = runner_project.turns()
     assert [t["outcome"] for t in turns] == ["completed"], turns  # not lost, no continuation
     turn_id = turns[0]["turn_id"]

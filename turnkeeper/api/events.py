@@ -36,7 +36,7 @@ from turnkeeper.errors import InvalidArgument
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_stream
-from turnkeeper.runtime.services.turn_listing import PHASE_OF
+from turnkeeper.runtime.services.turn_listing import PHASE_OF, event_time
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord
 
@@ -83,7 +83,7 @@ def _frames(record: EventRecord, skip: int) -> list[str]:
                 f"{record.seq}-{k}",
                 {
                     "stream_seq": record.seq,
-                    "at": event.at.isoformat(),
+                    "at": event_time(e, event.at).isoformat(),
                     "turn_id": event.turn_id,
                     "seq": e.seq,
                     "kind": e.kind,

@@ -134,9 +134,14 @@ def _real_signature(match: re.Match[str]) -> bool:
 # are relative paths; a ``file://`` URL's path is still absolute.
 _PATH_START = r"(?:(?<=file://)|(?<![\w.~/\\-]))"
 _PATH_REST = r"[^\s\"'`<>()\[\]{}|,;*?]*"
+# A private network's hosts: a URL naming one points into a network a reader of the
+# repository has no business knowing. The loopback names (``localhost``, 127.x,
+# ``[::1]``) and ``0.0.0.0`` are not here: every machine has them, so a README's
+# ``http://localhost:3000`` tells nothing of this one, and a password in such a URL is
+# still found by ``url_credentials``.
 _PRIVATE_HOST = (
-    r"(?:localhost|127(?:\.\d{1,3}){3}|10(?:\.\d{1,3}){3}|192\.168(?:\.\d{1,3}){2}"
-    r"|172\.(?:1[6-9]|2\d|3[01])(?:\.\d{1,3}){2}|0\.0\.0\.0|\[::1\])"
+    r"(?:10(?:\.\d{1,3}){3}|192\.168(?:\.\d{1,3}){2}"
+    r"|172\.(?:1[6-9]|2\d|3[01])(?:\.\d{1,3}){2})"
 )
 
 LINE_RULES: tuple[LineRule, ...] = (
@@ -258,7 +263,7 @@ LINE_RULES: tuple[LineRule, ...] = (
     LineRule(
         "private_host_url",
         Kind.PRIVATE_LINK,
-        "URL of this machine or a private network",
+        "URL of a private network's host",
         re.compile(r"\b[a-zA-Z][\w+.-]*://(?:[^\s/@\"'`]+@)?" + _PRIVATE_HOST + r"(?![\w.-])"),
         needles=("://",),
     ),

@@ -16,10 +16,11 @@ Which of the boundary's kinds a packet is held to:
   Windows user directory), and on top of them this project's own locations: its
   root, the user's home and its sessions' workspaces, wherever they are.
 - ``private_link``: a signed or token-bearing URL (``signed_url``) carries a
-  credential. A URL of this machine or a private network (``private_host_url``) does
-  not: a monitor that polls a health endpoint on the loopback address is the goal's
-  own work, and whoever adopts the goal runs it on their machine. A password or a
-  token in such a URL is still refused, by the two rules above.
+  credential. A URL of a private network's host (``private_host_url``) does not, nor
+  does a loopback URL (no rule flags one): a monitor that polls a health endpoint on
+  the goal's own machine or network is the goal's own work, and whoever adopts the
+  goal runs it on theirs. A password or a token in such a URL is still refused, by
+  the two rules above.
 - ``transcript``, ``runtime_artifact``: what a file is by its name, its first bytes or
   its first lines; a packet's values are not files, and a packet leaves transcripts,
   sessions and turnkeeper's state out by construction (``omitted``).

@@ -7,6 +7,7 @@ import json
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from turnkeeper.host_reports import ID_MAX_CHARS, HostEvent
@@ -53,7 +54,9 @@ class EventLog:
             return self._store(kind, data)
 
     def _store(self, kind: str, data: JsonDict) -> HostEvent:
-        event = HostEvent(seq=len(self._events) + 1, kind=kind, data=data)
+        # Stamped here, as the host's line is read: the journal takes events in
+        # batches, and a batch's time is not when each of its events happened.
+        event = HostEvent(seq=len(self._events) + 1, kind=kind, data=data, at=datetime.now(UTC))
         self._events.append(event)
         self._cond.notify_all()
         return event

@@ -322,7 +322,11 @@ class Controller:
             turn=turn_id,
             seq=attached.after_seq,
         )
-        began = time.monotonic()
+        # The turn began before this ``run`` did: its duration counts from its durable
+        # acceptance, not from the reattach.
+        already = max(0.0, (self.sessions.now() - turn.accepted_at).total_seconds())
+        self.monitor.resuming(turn_id, already)
+        began = time.monotonic() - already
         result = self.driver.continue_reattached(session, attached)
         summary.count_reattached()
         self._turn_ended(sid, result, began, summary)

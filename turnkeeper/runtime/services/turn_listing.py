@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Final
 
 from turnkeeper.errors import InvalidArgument, NotFound
+from turnkeeper.host_reports import HostEvent
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import SessionEvent, TurnEnvelope
 from turnkeeper.kernel.session import events as ev
@@ -44,12 +45,22 @@ _TERMINAL: Final = ("completed", "failed", "lost", "abandoned")
 EffectEvent = ev.EffectIntended | ev.EffectResolved | ev.EffectRejected | ev.EffectsRecorded
 
 
+def event_time(event: HostEvent, recorded_at: datetime) -> datetime:
+    """When host event ``event`` happened, as every view of the log shows it: its own
+    time, where the host's event log stamped one, else ``recorded_at``, the time of
+    the record that journaled its batch. Never later than that record: an event
+    cannot happen after it was journaled, whatever a clock said."""
+    if event.at is None:
+        return recorded_at
+    return min(event.at, recorded_at)
+
+
 @dataclass(frozen=True)
 class JournaledEvent:
     """One host event as ``logs`` shows it: where it sits in the log, and what it says."""
 
     stream_seq: int  # the session stream's record holding it (``logs --since``)
-    at: datetime  # when its batch was journaled
+    at: datetime  # when it happened (:func:`event_time`)
     turn_id: str
     seq: int  # the host's own sequence number within the turn
     kind: str
@@ -221,10 +232,12 @@ def _apply(turn: TurnInfo, event: SessionEvent, stream_seq: int, with_events: bo
         turn.host_kind, turn.host_pid = event.host_kind, event.process.pid
     elif isinstance(event, ev.HostEventsJournaled):
         turn.host_events += len(event.events)
-        turn.last_event_at = event.at
+        turn.last_event_at = event_time(event.events[-1], event.at)
         if with_events:
             turn.events.extend(
-                JournaledEvent(stream_seq, event.at, turn.turn_id, e.seq, e.kind, dict(e.data))
+                JournaledEvent(
+                    stream_seq, event_time(e, event.at), turn.turn_id, e.seq, e.kind, dict(e.data)
+                )
                 for e in event.events
             )
     elif isinstance(event, ev.ReceiptRecorded):
@@ -308,7 +321,9 @@ def journaled_events(
         if turn_id is not None and event.turn_id != turn_id:
             continue
         found.extend(
-            JournaledEvent(record.seq, event.at, event.turn_id, e.seq, e.kind, dict(e.data))
+            JournaledEvent(
+                record.seq, event_time(e, event.at), event.turn_id, e.seq, e.kind, dict(e.data)
+            )
             for e in event.events
         )
     return found, position

@@ -153,22 +153,32 @@ class RunMonitor:
         self._silence = silence_seconds
         self._clock = clock
         self._running: dict[str, RunningTurn] = {}
+        # Reattached turns (a runner kept them running while no ``run`` watched): how
+        # long each had already run, by turn id, for its ``host_started`` to count from.
+        self._resumed: dict[str, float] = {}
         self._lock = threading.Lock()
+
+    def resuming(self, turn_id: str, running_seconds: float) -> None:
+        """Turn ``turn_id`` is reattached, ``running_seconds`` after its durable start:
+        its elapsed time (``completed in``) counts from that start, not from now."""
+        with self._lock:
+            self._resumed[turn_id] = max(0.0, running_seconds)
 
     # --- what the driver tells (TurnWatcher) --------------------------------------------
 
     def host_started(self, session_id: str, envelope: TurnEnvelope) -> None:
         now = self._clock()
-        turn = RunningTurn(
-            session_id=session_id,
-            turn_id=envelope.turn_id,
-            kind=envelope.kind,
-            todo_id=envelope.todo_id,
-            attempt=envelope.attempt,
-            started=now,
-            last_output=now,
-        )
         with self._lock:
+            already = self._resumed.pop(envelope.turn_id, 0.0)
+            turn = RunningTurn(
+                session_id=session_id,
+                turn_id=envelope.turn_id,
+                kind=envelope.kind,
+                todo_id=envelope.todo_id,
+                attempt=envelope.attempt,
+                started=now - already,
+                last_output=now,
+            )
             self._running[session_id] = turn
         self._report(
             RunRecord(
@@ -176,7 +186,11 @@ class RunMonitor:
                 f"{turn.label}: turn {turn.turn_id} started "
                 f"({turn.kind}, attempt {turn.attempt}, session {session_id[:8]})",
                 session_id,
-                {**self._turn_fields(turn), "phase": "started", "elapsed_seconds": 0.0},
+                {
+                    **self._turn_fields(turn),
+                    "phase": "started",
+                    "elapsed_seconds": round(already, 3),
+                },
             )
         )
 
@@ -304,6 +318,7 @@ class RunMonitor:
         now = self._clock()
         with self._lock:
             turn = self._running.pop(session_id, None)
+            self._resumed.pop(turn_id, None)
         if turn is not None and turn.turn_id != turn_id:
             turn = None  # a stale entry: this turn never reached its host
         elapsed = turn.elapsed(now) if turn is not None else fallback_seconds
