@@ -17,7 +17,10 @@ from collections import Counter
 
 ENV_VAR = "TURNKEEPER_CRASH_AT"
 
-# Every durable boundary of the turn transaction and of restart recovery, in order.
+# Every durable boundary of the turn transaction and of restart recovery, in order. The
+# steps are declared in runtime/turn/steps.py (what each writes, what recovery does
+# after it); a leaf imports nothing, so these names are kept equal to that declaration
+# by tests/runtime/test_turn_steps.py rather than derived from it.
 TURN_POINTS = (
     "turn.accepted",  # turn.accepted durable; host not started
     "host.spawned",  # host process running; its identity not yet recorded

@@ -9,17 +9,12 @@ recovery actions, lease takeovers, effects by outcome. Memory is bounded by the
 number of sessions and of turns in flight, not by the log's length, and each record
 is read once per server process. Host event batches, the bulk of a log, are skipped
 by type without being decoded.
-
-A turn that ends is also handed to ``on_turn_end`` (the OpenTelemetry spans), except
-the turns that had already ended when the server started: those are counted, not
-replayed as spans.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
@@ -106,20 +101,15 @@ class Figures:
 
 
 class TurnObserver:
-    def __init__(
-        self, store: EventStore, on_turn_end: Callable[[EndedTurn], None] | None = None
-    ) -> None:
+    def __init__(self, store: EventStore) -> None:
         self._store = store
-        self._on_turn_end = on_turn_end
         self._streams: dict[str, _Stream] = {}
         self._figures = Figures()
         self._lock = threading.Lock()
-        self._started = False  # the first refresh counts history without replaying it
 
     def refresh(self) -> Figures:
         """Read what the log gained since the last refresh; the figures now."""
         with self._lock:
-            replay = self._started
             projections = self._store.list_projections(SESSION_KIND)
             for projection in projections:
                 scan = self._streams.setdefault(projection.stream_id, _Stream())
@@ -132,12 +122,11 @@ class TurnObserver:
                     for record in records:
                         scan.head = record.seq
                         if record.type in _WANTED:
-                            self._apply(projection.stream_id, scan, record, replay)
+                            self._apply(projection.stream_id, scan, record)
             self._figures.sessions = Counter(s.status for s in list_sessions(self._store))
-            self._started = True
             return self._figures.copy()
 
-    def _apply(self, stream_id: str, scan: _Stream, record: object, replay: bool) -> None:
+    def _apply(self, stream_id: str, scan: _Stream, record: object) -> None:
         event = SESSION_CODEC.decode_event(record)  # type: ignore[arg-type]
         figures = self._figures
         if isinstance(event, ev.LeaseAcquired):
@@ -174,8 +163,6 @@ class TurnObserver:
                 del scan.open_turns[turn.turn_id]
                 turn.outcome = phase
                 self._count(turn)
-                if replay and self._on_turn_end is not None:
-                    self._on_turn_end(turn)
 
     def _count(self, turn: EndedTurn) -> None:
         figures = self._figures

@@ -3,9 +3,9 @@
 ``turnkeeper chaos`` (see :mod:`turnkeeper.cli.chaos`) and the tests drive
 :func:`run_chaos`. Three modes:
 
-* **enumerated** — every named crash point (:mod:`turnkeeper.crashpoints`)
-  hit in turn: ``turnkeeper run`` SIGKILLs itself there, is restarted, and the
-  scenario checked;
+* **enumerated** — every crash point of the turn and of recovery, as
+  :mod:`turnkeeper.runtime.turn.steps` declares them, hit in turn: ``turnkeeper
+  run`` SIGKILLs itself there, is restarted, and the scenario checked;
 * **random** — SIGKILLs by the harness, by pid, after random delays: during
   start-up, recovery and turns, several back to back;
 * **host-faults** — the agent host SIGKILLed, segfaulting, hanging past its

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from turnkeeper import crashpoints
 from turnkeeper.chaos.checks import INV3, Checker, CheckResult, Facts, Violation
 from turnkeeper.chaos.procs import end_marked_processes
 from turnkeeper.chaos.project import ChaosProject, KillPlan, RunRecord
@@ -27,6 +26,7 @@ from turnkeeper.kernel.session import EffectIntended, ReceiptRecorded, TurnAccep
 from turnkeeper.kernel.session.records import ReceiptFailure
 from turnkeeper.runtime.control.run_outcome import RUN_BLOCKED
 from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.turn import steps
 from turnkeeper.runtime.turn.effects import effect_gate_id
 
 Mode = Literal["enumerated", "random", "host-faults"]
@@ -247,9 +247,9 @@ def _run_stages(run: ScenarioRun) -> None:
 
 
 def control_plane_points() -> list[str]:
-    """Every named crash point: the turn transaction's, the effects', recovery's."""
-    effect_points = [p for p in crashpoints.TURN_POINTS if p.startswith("effect.")]
-    return list(dict.fromkeys([*crashpoints.ALL_POINTS, *effect_points]))
+    """Every named crash point: the turn transaction's (the effects' among them), then
+    recovery's, as runtime/turn/steps.py declares them."""
+    return [*steps.turn_points(), *steps.recovery_points()]
 
 
 def _slug(point: str) -> str:

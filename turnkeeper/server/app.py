@@ -8,9 +8,8 @@ refuses to build an app with a route that declares none.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -22,12 +21,11 @@ from turnkeeper.api.access import authorize, check_routes, declared
 from turnkeeper.api.errors import ERROR_RESPONSES, install_error_handlers
 from turnkeeper.api.logs import log_requests
 from turnkeeper.api.metrics import metrics_registry
-from turnkeeper.api.observer import EndedTurn, TurnObserver
+from turnkeeper.api.observer import TurnObserver
 from turnkeeper.errors import PermissionDenied
 from turnkeeper.json_types import JsonDict
 from turnkeeper.notify.deliverer import delivering
 from turnkeeper.store.base import EventStore
-from turnkeeper.supervision import Supervised
 from turnkeeper.web import ROUTERS as PAGE_ROUTERS
 from turnkeeper.web import authorize_page, install_page_support, page_kind
 
@@ -38,8 +36,6 @@ ROUTERS: tuple[APIRouter, ...] = (
     events.router,
     routes_status.plain,
 )
-# How often a server with spans enabled reads the log for turns that ended.
-SPAN_POLL_SECONDS = 2.0
 
 DESCRIPTION = """\
 turnkeeper's operations over HTTP. Every call needs `Authorization: Bearer TOKEN`:
@@ -61,28 +57,14 @@ def guard(request: Request) -> None:
     request.state.principal = check(request.app.state.store, request, needed)
 
 
-def build_app(
-    store: EventStore,
-    root: Path,
-    routers: Sequence[APIRouter],
-    *,
-    on_turn_end: Callable[[EndedTurn], None] | None = None,
-) -> FastAPI:
-    observer = TurnObserver(store, on_turn_end)
+def build_app(store: EventStore, root: Path, routers: Sequence[APIRouter]) -> FastAPI:
+    observer = TurnObserver(store)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        poller = None
-        if on_turn_end is not None:
-            poller = Supervised("turn spans", partial(_poll_turns, observer))
-            poller.ensure_running()
-        try:
-            # Webhooks for what needs a person (docs/notifications.md).
-            with delivering(store):
-                yield
-        finally:
-            if poller is not None:
-                poller.stop(timeout=10)
+        # Webhooks for what needs a person (docs/notifications.md).
+        with delivering(store):
+            yield
 
     app = FastAPI(
         title="turnkeeper",
@@ -126,20 +108,9 @@ def _openapi(app: FastAPI) -> JsonDict:
     return app.openapi_schema
 
 
-def _poll_turns(observer: TurnObserver, loop: Supervised) -> bool:
-    """One round of the span poller. A round that fails (the store away for a moment)
-    is logged by the supervisor, and the next one runs after its pause."""
-    if loop.wait(SPAN_POLL_SECONDS):
-        return False
-    observer.refresh()
-    return True
-
-
-def create_app(
-    store: EventStore, root: Path, *, spans: Callable[[EndedTurn], None] | None = None
-) -> FastAPI:
-    """The API on ``store`` for the project at ``root``; ``spans`` receives every turn
-    that ends while it runs (``turnkeeper.api.telemetry.TurnSpans``)."""
-    app = build_app(store, root, (*ROUTERS, *PAGE_ROUTERS), on_turn_end=spans)
+def create_app(store: EventStore, root: Path) -> FastAPI:
+    """The API on ``store`` for the project at ``root``. The server runs no turns, so it
+    makes no spans: whoever runs a turn does (runtime/turn/spans.py)."""
+    app = build_app(store, root, (*ROUTERS, *PAGE_ROUTERS))
     install_page_support(app)
     return app

@@ -89,7 +89,7 @@ class RecordHostStarted(_Fenced):
     process: ProcessIdentity
     host_session_handle: Id | None = None
     # When the host started, if that is earlier than this command is decided: its
-    # start is journaled with the turn's next write (runtime/turn/host_start.py).
+    # start is journaled with the turn's next write (runtime/turn/host_journal.py).
     started_at: AwareDatetime | None = None
 
 

@@ -1,17 +1,11 @@
-"""Restart recovery: the recovery table (docs/design.md), applied to one session.
+"""Restart recovery: the recovery table, applied to one session.
 
-| last durable step            | what restart does                                         |
-|------------------------------|-----------------------------------------------------------|
-| accepted or host started,    | reattach: read its events after the last journaled one    |
-| in a live runner             | from the runner, then finish the turn as usual            |
-| accepted, no host identity   | end every process carrying the turn's marker; turn lost   |
-| host started, no receipt     | prove the process gone (or end it); turn lost; the session|
-|                              | continues with a continuation that resumes the host       |
-| receipt, not written back    | write back from the durable receipt; the host never reruns|
-| written back, effects open   | read back each open effect: applied -> recorded; provably |
-|                              | not applied -> applied now; unknown -> indeterminate (and |
-|                              | a blocking gate); then complete the turn                  |
-| completed / nothing          | nothing                                                   |
+The table — which phase of the turn in flight gets which treatment, and what the
+recovery report records for it — is declared in runtime/turn/steps.py
+(``RECOVERY_TABLE``) and shown in docs/design.md: a turn a live runner still has is
+reattached; an accepted or started turn without a receipt is lost (its processes
+ended) and continued; a receipt is written back; open effects are read back; then
+the turn completes.
 
 Also: a failed turn whose recovery record was never resolved (the controller
 died between the receipt and the resolution) is resolved from the record read
@@ -217,6 +211,8 @@ class SessionRecovery:
             session.session_id,
             RecordTurnLost(lease=self._token(session.session_id), turn_id=turn_id, proof=proof),
         )
+        # Its span, which the controller that died could not end (runtime/turn/spans.py).
+        self._driver.spans.ended_by_recovery(turn, session.session_id, outcome="lost")
         actions.append(self._action("turn_marked_lost", turn_id, detail="lost_on_restore"))
         crash_point("recovery.lost")
         actions.append(self._action("continuation_queued", turn_id))

@@ -9,7 +9,9 @@
 6. effects the result requested: intent, readback, apply, outcome (runtime/turn/effects.py)
 7. ``turn.completed`` with the snapshot reference
 
-A crash point sits after each step, so tests can SIGKILL the real process there.
+A crash point sits after each step, so tests can SIGKILL the real process there. Each
+step — what it writes, in which commit, its crash point, what recovery does after a
+crash there — is declared once in runtime/turn/steps.py.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ from turnkeeper.runtime.turn.run_progress import TurnWatcher
 from turnkeeper.runtime.turn.runner_link import Reattached, forget_turn
 from turnkeeper.runtime.turn.running_hosts import EndedHosts, RunningHost, RunningHosts
 from turnkeeper.runtime.turn.silence import SilenceWatch
+from turnkeeper.runtime.turn.spans import TurnTracing
 from turnkeeper.runtime.turn.writeback import (
     PreparedWriteBack,
     WriteBackResult,
@@ -196,6 +199,9 @@ class TurnDriver:
         # Who is told that the fence ended a host (the controller's report).
         self.fence_notice: Callable[[str, str, str], None] | None = None
         self._commits.written_back = self._written_back
+        # OpenTelemetry spans of each turn and step (runtime/turn/spans.py); a no-op
+        # without the OpenTelemetry API.
+        self.spans = TurnTracing()
 
     # --- one turn -------------------------------------------------------------------
 
@@ -204,10 +210,17 @@ class TurnDriver:
     ) -> TurnResult:
         """Run one turn of ``spec``; ``goal``: the goal state it was planned on (read
         again when not given)."""
+        turn_id = new_turn_id()
+        # The turn's span, ended however the turn ends.
+        with self.spans.turn(turn_id, session.session_id, str(spec.kind), spec.attempt):
+            return self._run_turn(session, spec, goal, turn_id)
+
+    def _run_turn(
+        self, session: SessionState, spec: NextTurn, goal: GoalState | None, turn_id: str
+    ) -> TurnResult:
         sid = session.session_id
         if goal is None:
             goal = self._goals.load(session.goal_id)
-        turn_id = new_turn_id()
         # The brief is built before the turn is accepted, so ``turn.accepted`` records
         # exactly what the agent is told (its envelope's instructions).
         brief = self._agent.brief(session, turn_id, spec, DEFAULT_CONTRACT, goal)
@@ -222,6 +235,7 @@ class TurnDriver:
         claim, todo_title = self._claim(session, envelope, goal)
         self._commits.intent(session, envelope, claim)
         crash_point("turn.accepted")
+        self.spans.reached(turn_id, "accepted")
         request = self._request(session, envelope, todo_title, brief)
         try:
             # The "effects" section is turnkeeper's (runtime/turn/effects.py), not the host's.
@@ -243,7 +257,8 @@ class TurnDriver:
             # failure puts the turn under the bounded recovery policy instead.
             return self._finish(session, envelope, _spawn_failure(error))
         crash_point("host.spawned")
-        # Journaled with the turn's next write (runtime/turn/host_start.py): the recovery
+        self.spans.reached(turn_id, "host_started")
+        # Journaled with the turn's next write (runtime/turn/host_journal.py): the recovery
         # table finds the process by marker if it is lost.
         start = PendingStart(
             RecordHostStarted(
@@ -263,17 +278,21 @@ class TurnDriver:
         turn = session.in_flight
         assert turn is not None
         sid = session.session_id
-        if turn.phase == "accepted":  # the control plane died before it recorded the start
-            self._sessions.execute(
-                sid,
-                RecordHostStarted(
-                    lease=self._token(sid),
-                    turn_id=turn.envelope.turn_id,
-                    host_kind=session.host_kind,
-                    process=attached.run.identity,
-                ),
-            )
-        return self._follow(session, turn.envelope, attached.run, after_seq=attached.after_seq)
+        env = turn.envelope
+        # A span of its own, from here: the turn's start was another process's.
+        with self.spans.turn(env.turn_id, sid, str(env.kind), env.attempt, recovered=True):
+            if turn.phase == "accepted":  # the control plane died before it recorded the start
+                self._sessions.execute(
+                    sid,
+                    RecordHostStarted(
+                        lease=self._token(sid),
+                        turn_id=env.turn_id,
+                        host_kind=session.host_kind,
+                        process=attached.run.identity,
+                    ),
+                )
+                self.spans.reached(env.turn_id, "host_started")
+            return self._follow(session, env, attached.run, after_seq=attached.after_seq)
 
     def _follow(
         self,
@@ -580,14 +599,20 @@ class TurnDriver:
             if started:
                 crash_point("host.started")
             crash_point("completed")
+            # One commit took the turn through these three steps.
+            for step in ("receipt", "written_back", "completed"):
+                self.spans.reached(envelope.turn_id, step)
         else:
             recorded = RecordReceipt(lease=token, turn_id=envelope.turn_id, receipt=receipt)
             self._commits.session(sid, [*started, recorded])
             if started:
                 crash_point("host.started")
             crash_point("receipt")
+            self.spans.reached(envelope.turn_id, "receipt")
             if isinstance(receipt, ReceiptSuccess):
-                self.complete_from_receipt(self._sessions.load(sid), envelope, receipt, parsed)
+                self._complete_from_receipt(self._sessions.load(sid), envelope, receipt, parsed)
+            else:  # the receipt's commit failed the turn (``turn.failed``)
+                self.spans.reached(envelope.turn_id, "failed", error_kind=receipt.error_kind)
         return TurnResult(
             turn_id=envelope.turn_id, succeeded=isinstance(receipt, ReceiptSuccess), outcome=outcome
         )
@@ -596,15 +621,24 @@ class TurnDriver:
         return lambda: self._goals.load(session.goal_id)
 
     def complete_from_receipt(
+        self, session: SessionState, envelope: TurnEnvelope, receipt: ReceiptSuccess
+    ) -> EffectsSummary:
+        """Steps 5-7 from a durable receipt: what recovery runs after a crash."""
+        # A span of its own: the turn's start was the process that died.
+        kind, attempt = str(envelope.kind), envelope.attempt
+        with self.spans.turn(envelope.turn_id, session.session_id, kind, attempt, recovered=True):
+            return self._complete_from_receipt(session, envelope, receipt)
+
+    def _complete_from_receipt(
         self,
         session: SessionState,
         envelope: TurnEnvelope,
         receipt: ReceiptSuccess,
         parsed: AgentResult | None = None,
     ) -> EffectsSummary:
-        """Steps 5-7 from a durable receipt: also what recovery runs after a crash.
-        ``parsed`` is the receipt's result as the driver validated it (recovery passes
-        none: the durable result is read through the model again)."""
+        """Steps 5-7 from a durable receipt. ``parsed`` is the receipt's result as the
+        driver validated it (recovery passes none: the durable result is read through
+        the model again)."""
         sid = session.session_id
         workspace = Path(session.workspace)
         refusal: MalformedResult | None = None
@@ -624,6 +658,7 @@ class TurnDriver:
                 session, envelope, prepared, receipt=None, complete=False, artifact_digest=None
             )
             crash_point("written_back")
+            self.spans.reached(envelope.turn_id, "written_back")
         effects = EffectsSummary()
         if plan_effects(receipt.result, envelope.idempotency_key):
             with self.lease_keeper.keeping(sid):  # a provider may be slow to answer
@@ -632,4 +667,5 @@ class TurnDriver:
             session, envelope, receipt.host_artifact_digest, artifact_path(parsed)
         )
         crash_point("completed")
+        self.spans.reached(envelope.turn_id, "completed")
         return effects
