@@ -1,28 +1,77 @@
 """The store fixtures, parametrized over every backend in ``BACKENDS``.
 
 ``backend`` is a fresh, empty database: a file under the test's tmp_path on SQLite,
-a schema of its own in the run's database on PostgreSQL (tests/pg.py). Its
-``execute`` runs SQL on a connection of its own, the way another program would
-reach the database (how the contract tests damage a row without touching the
-store). Tests needing byte-level access to a database file ask for ``sqlite_file``,
-which skips on backends without one.
+a schema of its own in the run's database on PostgreSQL (tests/pg.py), a named
+in-memory database of its own on ``memory``. Its ``execute`` runs SQL on a
+connection of its own, the way another program would reach the database (how the
+contract tests damage a row without touching the store). Tests needing byte-level
+access to a database file ask for ``sqlite_file``, which skips on backends without
+one.
+
+The contract tests (tests/store/conformance) also run on the in-memory store
+(``CONTRACT_BACKENDS``); one that cannot apply to it says why with
+:func:`not_for_memory` and is reported as skipped there. Every other test of this
+directory is about the SQL store and runs on ``BACKENDS``.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from tests import pg
 from tests.store.toy import CounterFolder
-from turnkeeper.store import EventStore, open_store
+from turnkeeper.store import EventStore, open_event_store
+from turnkeeper.store.memory import MemoryDatabase, open_memory_store
 
 BACKENDS = ["sqlite", "postgresql"]
+CONTRACT_BACKENDS = [*BACKENDS, "memory"]
+_CONFORMANCE = "tests.store.conformance."
+_Test = TypeVar("_Test", bound=Callable[..., None])
+# Contract tests that cannot apply to the in-memory store: "module.name" -> why.
+_NOT_FOR_MEMORY: dict[str, str] = {}
+
+
+def _name(test: Callable[..., None]) -> str:
+    return f"{test.__module__}.{test.__qualname__}"
+
+
+def not_for_memory(reason: str) -> Callable[[_Test], _Test]:
+    """Mark a contract test that cannot apply to the in-memory store, and why."""
+
+    def mark(test: _Test) -> _Test:
+        _NOT_FOR_MEMORY[_name(test)] = reason
+        return test
+
+    return mark
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``backend``: every backend for a contract test, the SQL ones for the rest; a
+    test that names its backends itself (``sqlite_only``) keeps them."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0]
+        if "backend" in (names.split(",") if isinstance(names, str) else names):
+            return
+    function = metafunc.function
+    contract = function.__module__.startswith(_CONFORMANCE)
+    reason = _NOT_FOR_MEMORY.get(_name(function))
+    params: list[object] = [
+        pytest.param(name, marks=pytest.mark.skip(reason=f"memory: {reason}"))
+        if name == "memory" and reason is not None
+        else name
+        for name in (CONTRACT_BACKENDS if contract else BACKENDS)
+    ]
+    metafunc.parametrize("backend", params, indirect=True)
+
 
 # For a test of SQLite itself (its file, its locks): the one backend, no skipped twin.
 sqlite_only = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -34,9 +83,13 @@ class Backend:
     url: str
     file: Path | None  # the database file, where there is one
     unreachable_url: str  # a database of this backend that cannot be reached
+    # The in-memory database, held for the test's length (named ones live while held).
+    memory: MemoryDatabase | None = None
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one statement (``?`` placeholders) on a separate connection, committed."""
+        if self.memory is not None:
+            raise NotImplementedError("an in-memory database runs no SQL: mark the test")
         if self.file is not None:
             conn = sqlite3.connect(self.file, isolation_level=None)
             try:
@@ -57,10 +110,13 @@ def make_backend(name: str, tmp_path: Path) -> Backend:
     if name == "postgresql":
         url = pg.fresh_postgres_url()
         return Backend(name, url, None, pg.closed_port_url(url))
+    if name == "memory":
+        url = f"memory:{uuid.uuid4().hex}"
+        return Backend(name, url, None, "", memory=open_memory_store(url).database)
     raise NotImplementedError(name)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     return make_backend(str(request.param), tmp_path)
 
@@ -71,7 +127,7 @@ def open_new(backend: Backend) -> Iterator[Callable[[], EventStore]]:
     opened: list[EventStore] = []
 
     def make() -> EventStore:
-        store = open_store(backend.url)
+        store = open_event_store(backend.url)
         opened.append(store)
         return store
 

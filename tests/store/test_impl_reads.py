@@ -14,13 +14,15 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from tests.store._damage import Damage
 from tests.store.conformance import reads
-from tests.store.conformance.damage import change_payload, tagged
+from tests.store.conformance.damage import tagged
 from tests.store.conftest import Backend
 from tests.store.toy import KIND, CounterFolder, add, state_of
 from turnkeeper.store import MismatchKind, SqlEventStore, _verify
-from turnkeeper.store._reads import AnyRow, Reader
+from turnkeeper.store._reads import Reader
 from turnkeeper.store._schema import EVENT_COLUMNS, PROJECTION_COLUMNS, events, projections
+from turnkeeper.store._source import AnyRow
 
 
 def sqlalchemy_events(
@@ -126,8 +128,8 @@ def test_every_bad_event_is_reported_across_chunks(
 ) -> None:
     monkeypatch.setattr(_verify, "CHUNK", 4)  # several chunks, bad records in two of them
     store.append("s1", KIND, 0, tagged(list(range(1, 15))), state_of(range(1, 15)), 1)
-    change_payload(backend, "s1", 3, "MARK0003", "MARK0002")
-    change_payload(backend, "s1", 11, "MARK0011", "MARK0010")
+    Damage(backend).change_payload("s1", 3, "MARK0003", "MARK0002")
+    Damage(backend).change_payload("s1", 11, "MARK0011", "MARK0010")
     report = store.verify(folder)
     assert [(m.kind, m.seq) for m in report.mismatches] == [
         (MismatchKind.SOURCE_WRITE, 3),

@@ -1,14 +1,16 @@
 """Every SQL statement the store package issues compiles against the migrated schema.
 
-The statements are collected from the source of ``turnkeeper/store/*.py``: every
-string literal (and every module-level string) that starts with SELECT, INSERT,
-UPDATE or DELETE, with its ``{placeholder}`` table names filled in as the reader
-fills them. Each is then compiled without running: ``PREPARE`` on PostgreSQL (its
-``?`` placeholders converted as the dialect converts them, then numbered ``$1..$n``
-as psycopg does for the server), ``EXPLAIN`` on SQLite. A statement naming a column
-or table the migrations do not create fails here, not at the first call in
-production. A backend's own modules (``_dialect_sqlite``,
-``_dialect_postgres``, ``pg_admin``) are compiled on that backend only.
+The statements are collected from the source of ``turnkeeper/store/*.py`` (almost all
+of them in ``_statements.py``): every string literal (and every module-level string)
+that starts with SELECT, INSERT, UPDATE or DELETE, with its ``{placeholder}`` table
+names filled in as the reader fills them. Each is then compiled without running:
+``PREPARE`` on PostgreSQL (its ``?`` placeholders converted as the dialect converts
+them, then numbered ``$1..$n`` as psycopg does for the server), ``EXPLAIN`` on
+SQLite. A statement naming a column or table the migrations do not create fails
+here, not at the first call in production. A backend's own modules
+(``_dialect_sqlite``, ``_dialect_postgres``, ``pg_admin``), and a backend's own
+statements in ``_statements`` (named ``SQLITE_...``), are compiled on that backend
+only.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pytest
 
 from tests import pg
 from tests.store.conftest import Backend
-from turnkeeper.store import _reads, _writer, open_store
+from turnkeeper.store import _statements, open_store
 from turnkeeper.store._dialect import Dialect, dialect_for
 
 STORE_DIR = Path(__file__).resolve().parents[2] / "turnkeeper" / "store"
@@ -47,7 +49,10 @@ def _is_statement(value: object) -> bool:
 
 
 def only_on(module: str) -> str | None:
-    """The one backend a module's SQL is written for (None: every backend)."""
+    """The one backend a module's SQL is written for (None: every backend); in
+    ``_statements``, a statement's name says it (``_statements.SQLITE_SCHEMA``)."""
+    if module.startswith("_statements."):
+        module = module.removeprefix("_statements.").lower()
     if "sqlite" in module:
         return "sqlite"
     if "postgres" in module or module.startswith("pg_"):
@@ -57,8 +62,13 @@ def only_on(module: str) -> str | None:
 
 def collect() -> list[Statement]:
     found: dict[tuple[str, str], Statement] = {}
+    for name, value in vars(_statements).items():
+        if _is_statement(value):
+            found[(f"_statements.{name}", value)] = Statement(f"_statements.{name}", value)
     for path in sorted(STORE_DIR.glob("*.py")):
         module = path.stem
+        if module == "_statements":
+            continue  # collected above, by name
         tree = ast.parse(path.read_text(encoding="utf-8"))
         # The literal pieces of an f-string are fragments, not statements.
         fragments = {
@@ -83,14 +93,12 @@ def collect() -> list[Statement]:
 
 
 def composed() -> list[Statement]:
-    """Statements the reader builds from the constants at call time (``events``,
-    ``projection_unindexed``, ``events_heads``)."""
+    """Statements built at call time (a stream's events, several heads)."""
     return [
-        Statement("_reads", _reads._EVENTS_SQL + " AND seq <= ? ORDER BY seq LIMIT ?"),
-        Statement("_reads", _reads._EVENTS_SQL + " ORDER BY seq"),
-        Statement("_reads", _reads._PROJECTION_SCAN + " WHERE stream_id = ?"),
-        Statement("_reads", _reads._heads_sql(3)),
-    ]
+        Statement("_statements", _statements.events(upto=upto, limit=limit))
+        for upto in (False, True)
+        for limit in (False, True)
+    ] + [Statement("_statements", _statements.heads(3))]
 
 
 def filled(sql: str, dialect: Dialect) -> str:
@@ -149,17 +157,17 @@ def compile_sql(backend: Backend) -> Callable[[str], None]:
 def test_the_collector_finds_the_hot_statements(backend: Backend) -> None:
     found = {s.sql for s in statements_for(backend)}
     hot = [
-        _writer._UPDATE_PROJECTION,
-        _writer._INSERT_PROJECTION,
-        _writer._INSERT_EVENT,
-        _writer._INSERT_INDEX,
-        _writer._SELECT_EVENTS_HEAD,
-        _reads._EVENTS_SQL,
-        _reads._HEAD_SQL,
-        _reads._PROJECTION_SQL,
-        _reads._LOOKUP_SQL,
-        _reads._PREFIX_SCAN,
-        _reads._INDEX_PAGE_SQL,
+        _statements.UPDATE_PROJECTION,
+        _statements.INSERT_PROJECTION,
+        _statements.INSERT_EVENT,
+        _statements.INSERT_INDEX,
+        _statements.SELECT_EVENTS_HEAD,
+        _statements.events(upto=False, limit=False),
+        _statements.HEAD,
+        _statements.PROJECTION,
+        _statements.LOOKUP,
+        _statements.PREFIX_SCAN,
+        _statements.INDEX_PAGE,
     ]
     assert [sql for sql in hot if sql not in found] == []
     assert len(found) >= 20
@@ -184,8 +192,9 @@ def test_a_statement_naming_a_missing_column_fails_the_check(
     compile_sql: Callable[[str], None],
 ) -> None:
     # The check itself: what it does to a real statement with one column misspelt.
-    compile_sql(_reads._EVENTS_SQL)
+    events = _statements.events(upto=False, limit=False)
+    compile_sql(events)
     with pytest.raises((sqlite3.Error, psycopg.Error), match="payloadx"):
-        compile_sql(_reads._EVENTS_SQL.replace("payload", "payloadx"))
+        compile_sql(events.replace("payload", "payloadx"))
     with pytest.raises((sqlite3.Error, psycopg.Error)):
-        compile_sql(_writer._INSERT_EVENT.replace("recorded_at", "recorded_on"))
+        compile_sql(_statements.INSERT_EVENT.replace("recorded_at", "recorded_on"))

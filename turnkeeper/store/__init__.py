@@ -1,6 +1,14 @@
-"""The durable event store: append-only streams plus one projection row per stream."""
+"""The event store: append-only streams plus one projection row per stream.
+
+:class:`EventStore` (base.py) is the contract every backend keeps
+(docs/storage.md); :class:`SqlEventStore` keeps it on SQLite and PostgreSQL,
+:class:`MemoryEventStore` in memory. ``open_store`` opens the SQL backends,
+``open_event_store`` any of them by URL (``memory:`` included).
+"""
 
 from turnkeeper.store.base import EventStore
+from turnkeeper.store.memory import MemoryEventStore
+from turnkeeper.store.opening import open_event_store
 from turnkeeper.store.records import (
     EventRecord,
     IndexEntry,
@@ -19,6 +27,7 @@ __all__ = [
     "EventRecord",
     "EventStore",
     "IndexEntry",
+    "MemoryEventStore",
     "Mismatch",
     "MismatchKind",
     "NewEvent",
@@ -28,5 +37,6 @@ __all__ = [
     "SqlEventStore",
     "StreamAppend",
     "VerifyReport",
+    "open_event_store",
     "open_store",
 ]

@@ -218,7 +218,10 @@ def dialect_for(url_or_path: str | Path, busy_timeout_s: float = DEFAULT_BUSY_TI
             )
         return SqliteDialect(text, busy_timeout_s)
     if scheme in ("postgresql", "postgres"):
-        from turnkeeper.store._dialect_postgres import PostgresDialect
+        from turnkeeper.extras import needs_extra
+
+        with needs_extra("postgres", "a PostgreSQL store (postgresql://)"):
+            from turnkeeper.store._dialect_postgres import PostgresDialect
 
         return PostgresDialect(text, busy_timeout_s)
     raise InvalidArgument(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from turnkeeper.errors import DataLoss, TurnkeeperError, Unavailable
+from turnkeeper.store import _statements as q
 from turnkeeper.store._connections import Connections, EnginePool, PlainPool
 from turnkeeper.store._dialect import (
     WRITE_OPTION,
@@ -45,7 +46,7 @@ def _switch_to_wal(cur: sqlite3.Cursor, timeout_s: float) -> None:
     delay = 0.005
     while True:
         try:
-            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute(q.SQLITE_WAL)
             return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
@@ -69,10 +70,10 @@ class SqliteDialect(Dialect):
         cur = conn.cursor()
         try:
             # busy_timeout first: switching a new file to WAL needs a lock.
-            cur.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            cur.execute(q.sqlite_busy_timeout(self._busy_ms))
             _switch_to_wal(cur, self.busy_timeout_s)
-            cur.execute("PRAGMA synchronous = FULL")
-            cur.execute("PRAGMA foreign_keys = ON")
+            cur.execute(q.sqlite_synchronous(durable=True))
+            cur.execute(q.SQLITE_FOREIGN_KEYS)
         finally:
             cur.close()
 
@@ -116,7 +117,7 @@ class SqliteDialect(Dialect):
             # IMMEDIATE takes the write lock up front, so a read-check-write
             # sequence is serialized across processes instead of failing late.
             write = conn.get_execution_options().get(WRITE_OPTION, False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            conn.exec_driver_sql(q.SQLITE_BEGIN_IMMEDIATE if write else q.BEGIN)
 
         return engine
 
@@ -127,19 +128,19 @@ class SqliteDialect(Dialect):
         # The append path waits for the lock with its own short backoff (below):
         # SQLite's built-in busy handler sleeps 1 ms, 2 ms, 5 ms ... which is
         # several commits long and starves a second writer process.
-        cursor.execute("PRAGMA busy_timeout = 0")
+        cursor.execute(q.sqlite_busy_timeout(0))
 
     def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
         # In WAL mode NORMAL skips the fsync at commit; the WAL is sequential, so
         # the next FULL commit's fsync makes these frames durable as well.
-        cursor.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+        cursor.execute(q.sqlite_synchronous(durable))
 
     def begin_write(self, cursor: DBAPICursor, durable: bool = True) -> None:
         delay = 50e-6
         deadline = time.monotonic() + self.busy_timeout_s
         while True:
             try:
-                cursor.execute("BEGIN IMMEDIATE")
+                cursor.execute(q.SQLITE_BEGIN_IMMEDIATE)
                 return
             except sqlite3.OperationalError as exc:
                 if _code(exc) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
@@ -205,28 +206,24 @@ class SqliteDialect(Dialect):
             )
 
     def schema_description(self, conn: DBAPIConnection) -> list[tuple[str, ...]]:
-        rows = conn.execute(
-            "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
-            " WHERE name NOT LIKE 'sqlite_stat%' AND name <> 'sqlite_sequence'"
-            " ORDER BY type, name"
-        ).fetchall()
+        rows = conn.execute(q.SQLITE_SCHEMA).fetchall()
         return [tuple(str(v) for v in row) for row in rows]
 
     def read_stamp(self, conn: DBAPIConnection) -> int:
-        row = conn.execute("PRAGMA user_version").fetchone()
+        row = conn.execute(q.SQLITE_READ_STAMP).fetchone()
         value = row[0] if row else None
         return int(value) if isinstance(value, int) else -1
 
     def write_stamp(self, conn: DBAPIConnection, stamp: int) -> None:
-        conn.execute(f"PRAGMA user_version = {int(stamp)}")
+        conn.execute(q.sqlite_write_stamp(stamp))
 
     def integrity_problems(self, conn: Connection) -> list[str]:
-        rows = conn.exec_driver_sql("PRAGMA integrity_check(100)").all()
+        rows = conn.exec_driver_sql(q.SQLITE_INTEGRITY_CHECK).all()
         found = [str(row[0]) for row in rows]
         return [] if found == ["ok"] else found
 
     def unindexed(self, table: str) -> str:
-        return f"{table} NOT INDEXED"
+        return q.sqlite_unindexed(table)
 
 
 # The fixed part of a SQLite file header this store relies on (sqlite.org/fileformat):

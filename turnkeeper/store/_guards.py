@@ -16,8 +16,9 @@ from collections.abc import Collection
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.json_types import JsonDict
-from turnkeeper.store._reads import AnyRow, Reader
+from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import check_created, index_from_row, projection_from_row
+from turnkeeper.store._source import AnyRow, RecordSource
 from turnkeeper.store.records import Projection
 
 
@@ -68,7 +69,7 @@ def confirm_missing_entity(reader: Reader, entity_id: str) -> AnyRow | None:
     return None
 
 
-def listed_projections(reader: Reader, kinds: Collection[str]) -> dict[str, list[Projection]]:
+def listed_projections(reader: RecordSource, kinds: Collection[str]) -> dict[str, list[Projection]]:
     """Every projection of each of ``kinds``, oldest stream first, from one read and one
     check of every row (whatever its kind)."""
     found: dict[str, list[tuple[int, str, Projection]]] = {kind: [] for kind in kinds}

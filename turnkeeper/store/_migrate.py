@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from turnkeeper.errors import DataLoss, FailedPrecondition
 from turnkeeper.store._dialect import DBAPIConnection, Dialect
+from turnkeeper.store._statements import REVISIONS
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -43,8 +44,6 @@ UNSTAMPED_REVISIONS = frozenset({"0001"})
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # The tables of every revision: a database holding one has been migrated before.
 OWN_TABLES = frozenset({"events", "projections", "entity_index"})
-
-_VERSION_SQL = "SELECT version_num FROM alembic_version"
 
 
 def schema_stamp(revision: str, schema: Sequence[tuple[str, ...]]) -> int:
@@ -85,7 +84,7 @@ def ensure_schema(connections: Connections, dialect: Dialect) -> None:
 
 
 def _versions(conn: DBAPIConnection) -> list[object]:
-    return [row[0] for row in conn.execute(_VERSION_SQL).fetchall()]
+    return [row[0] for row in conn.execute(REVISIONS).fetchall()]
 
 
 def _damaged(why: str, found: object) -> DataLoss:

@@ -1,30 +1,27 @@
 """Read queries, each on a pooled connection of its own.
 
-Fixed SQL on the driver's connection; SQLAlchemy Core (imported when used) only for
-repair's conditional rewrite. WAL lets these run next to the writer without blocking
-it. Driver errors are translated here so that no raw ``sqlite3`` exception reaches a
-caller.
+Fixed SQL (_statements.py) on the driver's connection; SQLAlchemy Core (imported
+when used) only for repair's conditional rewrite. WAL lets these run next to the
+writer without blocking it. Driver errors are translated here so that no raw
+``sqlite3`` exception reaches a caller.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeAlias, TypeVarTuple
+from typing import TYPE_CHECKING, TypeVarTuple
 
 from turnkeeper.errors import DataLoss, TurnkeeperError
+from turnkeeper.store import _statements as q
 from turnkeeper.store._dialect import Dialect, RowKey, SqlParams, is_sqlalchemy_error
+from turnkeeper.store._source import AnyRow
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine, Row, Select
 
     from turnkeeper.store._connections import Connections
 
-# A row as read, of any width, its columns not yet checked: a DBAPI driver's tuple (a
-# SQLAlchemy ``Row`` is one too). Whoever decodes it checks each column's type: a
-# damaged record can make SQLite hand back a column as another type (see _rows.py).
-AnyRow: TypeAlias = tuple[object, ...]
 _Ts = TypeVarTuple("_Ts")
 
 
@@ -37,64 +34,20 @@ def as_int(value: object) -> int:
     raise TypeError(f"a number column holds {value!r:.40}")
 
 
-# The hot reads, as fixed SQL (see Reader.driver_rows); columns in the order of
-# _schema.EVENT_COLUMNS / PROJECTION_COLUMNS, which the row decoders unpack.
-_EVENTS_SQL = (
-    "SELECT stream_id, seq, type, schema_version, payload, recorded_at, checksum "
-    "FROM events WHERE stream_id = ? AND seq > ?"
-)
-_HEAD_SQL = "SELECT max(seq) FROM events WHERE stream_id = ?"
-
-
-@functools.cache
-def _heads_sql(count: int) -> str:
-    """One row of ``count`` heads (``_HEAD_SQL`` as a subquery each)."""
-    return f"SELECT {', '.join([f'({_HEAD_SQL})'] * count)}"
-
-
-_PROJECTION_SQL = (
-    "SELECT stream_id, kind, head_seq, schema_version, state, checksum "
-    "FROM projections WHERE stream_id = ?"
-)
-_PROJECTION_HEAD_SQL = "SELECT head_seq FROM projections WHERE stream_id = ?"
-_LOOKUP_SQL = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
-# The same questions asked of the tables past their indexes: what a miss is checked
-# with (a damaged index entry must not turn into a wrong NOT_FOUND), and how listings
-# and verify read every row (a row whose indexed column is damaged is still seen).
-_PROJECTION_SCAN = (
-    "SELECT stream_id, kind, head_seq, schema_version, state, checksum, created_at, "
-    "created_check FROM {projections}"
-)
-_LOOKUP_SCAN = (
-    "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index} WHERE entity_id = ?"
-)
-# Ids that start with a prefix, read past the index like every listing (a row whose
-# kind is damaged fails its checksum instead of dropping out); ``substr`` counts
-# characters in SQLite and PostgreSQL alike.
-_PREFIX_SCAN = (
-    "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
-    " WHERE substr(entity_id, 1, ?) = ?"
-)
-# Verify's walk over every stream: projected ids in key order, a page at a time, and
-# the ids of events without a projection row.
-_STREAM_IDS_SQL = "SELECT stream_id FROM projections ORDER BY stream_id LIMIT ?"
-_STREAM_IDS_AFTER_SQL = (
-    "SELECT stream_id FROM projections WHERE stream_id > ? ORDER BY stream_id LIMIT ?"
-)
-_ORPHANS_SQL = (
-    "SELECT DISTINCT stream_id FROM events"
-    " WHERE stream_id NOT IN (SELECT stream_id FROM projections) ORDER BY stream_id"
-)
-_INDEX_PAGE_SQL = (
-    "SELECT {row_key}, entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
-    " WHERE {row_key} > ? ORDER BY {row_key} LIMIT ?"
-)
-
-
 class Reader:
     def __init__(self, connections: Connections, dialect: Dialect) -> None:
         self.connections = connections
         self.dialect = dialect
+
+    @property
+    def first_row_key(self) -> RowKey:
+        """Where verify's page through the entity index starts (the dialect's)."""
+        return self.dialect.first_row_key
+
+    def integrity_problems(self) -> list[str]:
+        """What the database's own integrity check finds (SQLite's; none elsewhere)."""
+        with self.errors(record="database"), self.engine().connect() as conn:
+            return self.dialect.integrity_problems(conn)
 
     def engine(self) -> Engine:
         """SQLAlchemy's engine on this database (on SQLite made on first use)."""
@@ -183,17 +136,16 @@ class Reader:
     def events(
         self, stream_id: str, after_seq: int, upto_seq: int | None = None, limit: int | None = None
     ) -> list[AnyRow]:
-        sql = _EVENTS_SQL + (" AND seq <= ?" if upto_seq is not None else "") + " ORDER BY seq"
+        sql = q.events(upto=upto_seq is not None, limit=limit is not None)
         params: tuple[str | int, ...] = (stream_id, after_seq)
         if upto_seq is not None:
             params += (upto_seq,)
         if limit is not None:
-            sql += " LIMIT ?"
             params += (limit,)
         return self.driver_rows(sql, params, stream_id=stream_id, after_seq=after_seq)
 
     def events_head(self, stream_id: str) -> int:
-        rows = self.driver_rows(_HEAD_SQL, (stream_id,), stream_id=stream_id)
+        rows = self.driver_rows(q.HEAD, (stream_id,), stream_id=stream_id)
         return as_int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
     def events_heads(self, stream_ids: Sequence[str]) -> list[int]:
@@ -201,38 +153,38 @@ class Reader:
         subquery per stream, so each is the index's last entry, as ``events_head``."""
         if not stream_ids:
             return []
-        rows = self.driver_rows(_heads_sql(len(stream_ids)), tuple(stream_ids))
+        rows = self.driver_rows(q.heads(len(stream_ids)), tuple(stream_ids))
         return [as_int(value) if value is not None else 0 for value in rows[0]]
 
     def projection(self, stream_id: str) -> AnyRow | None:
         rows = self.driver_rows(
-            _PROJECTION_SQL, (stream_id,), stream_id=stream_id, record="projection"
+            q.PROJECTION, (stream_id,), stream_id=stream_id, record="projection"
         )
         return rows[0] if rows else None
 
     def projection_head(self, stream_id: str) -> object:
         """The head a stream's projection row was written at (None: no row)."""
         rows = self.driver_rows(
-            _PROJECTION_HEAD_SQL, (stream_id,), stream_id=stream_id, record="projection"
+            q.PROJECTION_HEAD, (stream_id,), stream_id=stream_id, record="projection"
         )
         return rows[0][0] if rows else None
 
     def projection_unindexed(self, stream_id: str) -> list[AnyRow]:
         """The projection rows of ``stream_id`` found by scanning the table (a miss of
         :meth:`projection` is confirmed with this: the table is one row per stream)."""
-        sql = self._scan(_PROJECTION_SCAN) + " WHERE stream_id = ?"
+        sql = self._scan(q.PROJECTION_SCAN_OF_STREAM)
         return self.driver_rows(sql, (stream_id,), stream_id=stream_id, record="projection")
 
     def all_projections(self) -> list[AnyRow]:
         """Every projection row with its creation time and check, read from the table
         itself: ``(stream_id, kind, head_seq, schema_version, state, checksum,
         created_at, created_check)``."""
-        return self.driver_rows(self._scan(_PROJECTION_SCAN), (), record="projection")
+        return self.driver_rows(self._scan(q.PROJECTION_SCAN), (), record="projection")
 
     def created(self, stream_id: str) -> AnyRow | None:
         """``(created_at, created_check)`` of a stream's projection row."""
         rows = self.driver_rows(
-            "SELECT created_at, created_check FROM projections WHERE stream_id = ?",
+            q.CREATED,
             (stream_id,),
             stream_id=stream_id,
             record="projection",
@@ -250,36 +202,36 @@ class Reader:
         """A page of projected stream ids in key order (keyset pagination); each a ``str``
         unless its record is damaged."""
         if after is None:
-            rows = self.driver_rows(_STREAM_IDS_SQL, (limit,), record="projection")
+            rows = self.driver_rows(q.STREAM_IDS, (limit,), record="projection")
         else:
-            rows = self.driver_rows(_STREAM_IDS_AFTER_SQL, (after, limit), record="projection")
+            rows = self.driver_rows(q.STREAM_IDS_AFTER, (after, limit), record="projection")
         return [r[0] for r in rows]
 
     def orphan_stream_ids(self) -> list[object]:
         """Streams with events but no projection row (foreign keys make this corruption)."""
-        return [r[0] for r in self.driver_rows(_ORPHANS_SQL, (), record="event")]
+        return [r[0] for r in self.driver_rows(q.ORPHANS, (), record="event")]
 
     def lookup(self, entity_id: str) -> AnyRow | None:
         """``(stream_id, entity_kind, checksum)`` of ``entity_id``, through its index."""
-        rows = self.driver_rows(_LOOKUP_SQL, (entity_id,), entity_id=entity_id, record="index")
+        rows = self.driver_rows(q.LOOKUP, (entity_id,), entity_id=entity_id, record="index")
         return rows[0] if rows else None
 
     def lookup_unindexed(self, entity_id: str) -> list[AnyRow]:
         """``(entity_id, stream_id, entity_kind, checksum)`` rows found by scanning."""
-        sql = self._scan(_LOOKUP_SCAN)
+        sql = self._scan(q.LOOKUP_SCAN)
         return self.driver_rows(sql, (entity_id,), entity_id=entity_id, record="index")
 
     def lookup_prefix(self, prefix: str) -> list[AnyRow]:
         """``(entity_id, stream_id, entity_kind, checksum)`` of every id starting with
         ``prefix``, found by scanning."""
-        sql = self._scan(_PREFIX_SCAN)
+        sql = self._scan(q.PREFIX_SCAN)
         return self.driver_rows(sql, (len(prefix), prefix), prefix=prefix, record="index")
 
     def index_page(self, after_rowid: RowKey, limit: int) -> list[AnyRow]:
         """A page of entity index rows in table order: ``(row key, entity_id, stream_id,
         entity_kind, checksum)``; the row key is the dialect's ``row_key``, and the
         first page starts after its ``first_row_key``."""
-        return self.driver_rows(self._scan(_INDEX_PAGE_SQL), (after_rowid, limit), record="index")
+        return self.driver_rows(self._scan(q.INDEX_PAGE), (after_rowid, limit), record="index")
 
     def replace_projection(
         self,

@@ -13,7 +13,7 @@ from turnkeeper.store._checksum import (
     index_checksum,
     projection_checksum,
 )
-from turnkeeper.store._reads import AnyRow
+from turnkeeper.store._source import AnyRow
 from turnkeeper.store.records import EventRecord, Projection
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,14 +1,30 @@
-"""SQLAlchemy Core description of the current schema, used by repair's rewrite.
+"""The store's schema at the head revision, defined once, in SQLAlchemy Core.
 
-Imported only where SQLAlchemy is (the everyday reads are fixed SQL, _reads.py).
+This is the one description of the tables, columns, types, nullability, keys and
+indexes the store runs on. The migrations in ``migrations/versions`` build it step
+by step and must not import this module (a migration describes the schema as of its
+own revision, which later code must not change under it); a test runs them on a
+fresh SQLite file and a fresh PostgreSQL database and checks that the result is
+exactly this metadata (tests/store/test_schema_definition.py). A new revision
+therefore changes this module and adds a migration in the same change.
 
-The migrations in ``migrations/versions`` create these tables and must not
-import this module: a migration describes the schema as of its own revision.
+Imported only where SQLAlchemy is (repair's rewrite, the tests): the everyday reads
+and appends run fixed SQL on driver connections (_reads.py, _writer.py).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
 
 metadata = MetaData()
 
@@ -37,6 +53,9 @@ projections = Table(
     # append (the first event's recorded_at), guarded by its own checksum.
     Column("created_at", BigInteger, nullable=False),
     Column("created_check", String(64), nullable=False),
+    # kind/created_at never change after insert, so the hot-path UPDATE of a
+    # projection row does not touch this index.
+    Index("ix_projections_kind_created", "kind", "created_at"),
 )
 
 entity_index = Table(

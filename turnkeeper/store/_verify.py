@@ -21,7 +21,6 @@ from typing import overload
 
 from turnkeeper.errors import DataLoss, FailedPrecondition, TurnkeeperError
 from turnkeeper.store._checksum import created_checksum, projection_checksum
-from turnkeeper.store._reads import AnyRow, Reader
 from turnkeeper.store._rows import (
     check_contiguous,
     check_created,
@@ -30,6 +29,7 @@ from turnkeeper.store._rows import (
     row_seq,
     to_micros,
 )
+from turnkeeper.store._source import AnyRow, RecordSource
 from turnkeeper.store._verify_index import ALL_STREAMS, IndexCheck, structure_problems
 from turnkeeper.store.records import (
     EventRecord,
@@ -53,7 +53,7 @@ class _ViewAbort(DataLoss):
 class StreamView(Sequence[EventRecord]):
     """The events 1..head of one stream, read lazily in chunks and verified as read."""
 
-    def __init__(self, reader: Reader, stream_id: str, head: int) -> None:
+    def __init__(self, reader: RecordSource, stream_id: str, head: int) -> None:
         self._reader = reader
         self._stream_id = stream_id
         self._head = head
@@ -183,7 +183,7 @@ class StreamCheck:
         )
 
 
-def check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> StreamCheck:
+def check_stream(reader: RecordSource, folder: ProjectionFolder, stream_id: str) -> StreamCheck:
     try:
         return _check_stream(reader, folder, stream_id)
     except DataLoss as exc:  # a damaged page under this stream's rows: report, go on
@@ -202,7 +202,7 @@ def _fold(
     return str(state), list(entries)
 
 
-def _check_stream(reader: Reader, folder: ProjectionFolder, stream_id: str) -> StreamCheck:
+def _check_stream(reader: RecordSource, folder: ProjectionFolder, stream_id: str) -> StreamCheck:
     out = StreamCheck(stream_id)
     out.head = reader.events_head(stream_id)
     out.row = reader.projection(stream_id)
@@ -268,7 +268,7 @@ def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _check_created(reader: Reader, out: StreamCheck, first_recorded_at: int | None) -> None:
+def _check_created(reader: RecordSource, out: StreamCheck, first_recorded_at: int | None) -> None:
     """The projection's creation time must check out and be its first event's."""
     row = reader.created(out.stream_id)
     if row is None or first_recorded_at is None:
@@ -306,7 +306,7 @@ def _unreadable_id(value: object) -> StreamCheck:
     return out
 
 
-def _checks(reader: Reader, folder: ProjectionFolder) -> Iterator[StreamCheck]:
+def _checks(reader: RecordSource, folder: ProjectionFolder) -> Iterator[StreamCheck]:
     after: str | None = None
     try:
         while True:
@@ -340,7 +340,7 @@ def _tally(index: IndexCheck, check: StreamCheck) -> None:
         index.registered(check.stream_id, check.index)
 
 
-def verify(reader: Reader, folder: ProjectionFolder) -> VerifyReport:
+def verify(reader: RecordSource, folder: ProjectionFolder) -> VerifyReport:
     streams = events = 0
     mismatches = structure_problems(reader)
     index = IndexCheck()
@@ -353,7 +353,7 @@ def verify(reader: Reader, folder: ProjectionFolder) -> VerifyReport:
     return VerifyReport(streams_checked=streams, events_checked=events, mismatches=mismatches)
 
 
-def repair(reader: Reader, folder: ProjectionFolder) -> RepairReport:
+def repair(reader: RecordSource, folder: ProjectionFolder) -> RepairReport:
     """Rebuild what the events can rebuild: projections (state, head, version and
     creation time) through the fold. Damaged events, the file's structure and the
     entity index are reported, not rewritten."""

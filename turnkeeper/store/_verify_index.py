@@ -23,8 +23,8 @@ from typing import TypeGuard
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.store._dialect import RowKey
-from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import index_from_row
+from turnkeeper.store._source import RecordSource
 from turnkeeper.store.records import IndexEntry, Mismatch, MismatchKind
 
 ALL_STREAMS = "*"  # the stream id of a mismatch that no single stream can own
@@ -33,11 +33,10 @@ _MASK = (1 << 64) - 1
 _NAMED = 20  # damaged index rows named one by one; the rest are counted
 
 
-def structure_problems(reader: Reader) -> list[Mismatch]:
+def structure_problems(reader: RecordSource) -> list[Mismatch]:
     """What SQLite's own integrity check finds, as one mismatch (empty: nothing)."""
     try:
-        with reader.errors(record="database"), reader.engine().connect() as conn:
-            found = reader.dialect.integrity_problems(conn)
+        found = reader.integrity_problems()
     except DataLoss as exc:
         found = [exc.message]
     if not found:
@@ -88,7 +87,7 @@ class IndexCheck:
     def not_folded(self, stream_id: str) -> None:
         self.unknown.add(stream_id)
 
-    def compare(self, reader: Reader) -> list[Mismatch]:
+    def compare(self, reader: RecordSource) -> list[Mismatch]:
         try:
             found, damaged = self._scan(reader)
         except DataLoss as exc:
@@ -119,10 +118,10 @@ class IndexCheck:
                 )
         return out
 
-    def _scan(self, reader: Reader) -> tuple[dict[str, _Tally], list[Mismatch]]:
+    def _scan(self, reader: RecordSource) -> tuple[dict[str, _Tally], list[Mismatch]]:
         found: dict[str, _Tally] = {}
         damaged: list[Mismatch] = []
-        after = reader.dialect.first_row_key
+        after = reader.first_row_key
         while True:
             page = reader.index_page(after, _PAGE)
             for _rowid, entity_id, owner_id, owner_kind, checksum in page:

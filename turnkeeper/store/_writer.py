@@ -1,9 +1,9 @@
 """The append hot path: DBAPI statements and leader/follower group commit.
 
 SQLAlchemy's per-statement cost is a visible fraction of a ~150 us fsync'd
-commit, so appends run on one long-lived DBAPI connection with pre-built SQL:
-per stream, one conditional projection write (its rowcount is the head
-check, no separate SELECT) and one insert per event; then one COMMIT.
+commit, so appends run on one long-lived DBAPI connection with pre-built SQL
+(_statements.py): per stream, one conditional projection write (its rowcount is
+the head check, no separate SELECT) and one insert per event; then one COMMIT.
 
 Group commit: callers enqueue a request -- one stream's append, or an
 ``append_many`` group of parts on several streams that commit all or nothing.
@@ -20,7 +20,6 @@ before the COMMIT that carries its rows has returned.
 
 from __future__ import annotations
 
-import _thread
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -39,30 +38,23 @@ from turnkeeper.store._connections import PooledConnection
 from turnkeeper.store._dialect import DBAPICursor, Dialect, SqlParams
 from turnkeeper.store._reads import as_int
 from turnkeeper.store._rows import EventColumns, index_from_row
-
-_allocate_lock = _thread.allocate_lock
-
-_UPDATE_PROJECTION = (
-    "UPDATE projections SET head_seq = ?, schema_version = ?, state = ?, checksum = ?"
-    " WHERE stream_id = ? AND head_seq = ? AND kind = ?"
+from turnkeeper.store._statements import (
+    COMMIT,
+    INSERT_EVENT,
+    INSERT_INDEX,
+    INSERT_PROJECTION,
+    RELEASE_APPEND,
+    RELEASE_GROUP,
+    ROLLBACK,
+    ROLLBACK_TO_APPEND,
+    ROLLBACK_TO_GROUP,
+    SAVEPOINT_APPEND,
+    SAVEPOINT_GROUP,
+    SELECT_EVENTS_HEAD,
+    SELECT_INDEX,
+    SELECT_PROJECTION_HEAD,
+    UPDATE_PROJECTION,
 )
-_INSERT_PROJECTION = (
-    "INSERT INTO projections"
-    " (stream_id, kind, head_seq, schema_version, state, checksum, created_at, created_check)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO NOTHING"
-)
-_INSERT_EVENT = (
-    "INSERT INTO events"
-    " (stream_id, seq, type, schema_version, payload, recorded_at, checksum)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_INDEX = (
-    "INSERT INTO entity_index (entity_id, stream_id, entity_kind, checksum) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (entity_id) DO NOTHING"
-)
-_SELECT_INDEX = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
-_SELECT_PROJECTION_HEAD = "SELECT head_seq, kind FROM projections WHERE stream_id = ?"
-_SELECT_EVENTS_HEAD = "SELECT MAX(seq) FROM events WHERE stream_id = ?"
 
 
 @dataclass(slots=True, eq=False)
@@ -75,8 +67,8 @@ class StreamWrite:
     new_head: int
     # (schema_version, state, checksum, created_at, created_check)
     projection: tuple[int, str, str, int, str]
-    events: list[EventColumns]  # rows for _INSERT_EVENT
-    index: list[tuple[str, str, str, str]]  # rows for _INSERT_INDEX
+    events: list[EventColumns]  # rows for INSERT_EVENT
+    index: list[tuple[str, str, str, str]]  # rows for INSERT_INDEX
 
 
 @dataclass(slots=True, eq=False)
@@ -87,7 +79,7 @@ class AppendRequest:
     durable: bool = True
     error: BaseException | None = None
     done: bool = False
-    waiter: _thread.LockType | None = field(default=None)
+    waiter: threading.Lock | None = field(default=None)
 
 
 class _RequestFailedError(Exception):
@@ -112,13 +104,13 @@ class GroupCommitWriter:
         self._sql = {
             name: q(stmt)
             for name, stmt in {
-                "update": _UPDATE_PROJECTION,
-                "insert": _INSERT_PROJECTION,
-                "event": _INSERT_EVENT,
-                "index": _INSERT_INDEX,
-                "select_index": _SELECT_INDEX,
-                "proj_head": _SELECT_PROJECTION_HEAD,
-                "events_head": _SELECT_EVENTS_HEAD,
+                "update": UPDATE_PROJECTION,
+                "insert": INSERT_PROJECTION,
+                "event": INSERT_EVENT,
+                "index": INSERT_INDEX,
+                "select_index": SELECT_INDEX,
+                "proj_head": SELECT_PROJECTION_HEAD,
+                "events_head": SELECT_EVENTS_HEAD,
             }.items()
         }
         self._lock = threading.Lock()
@@ -143,7 +135,7 @@ class GroupCommitWriter:
             if follow:
                 # A bare lock as a one-shot signal: cheaper than a Condition, and
                 # the wake-up needs no re-check under the queue lock.
-                req.waiter = _allocate_lock()
+                req.waiter = threading.Lock()
                 req.waiter.acquire()
             else:
                 self._leading = True
@@ -214,18 +206,18 @@ class GroupCommitWriter:
             cur = self._begin(durable)
             if not self._fast_path(batch):
                 # A request failed after writing: undo everything, isolate each request.
-                cur.execute("ROLLBACK")
+                cur.execute(ROLLBACK)
                 for req in batch:
                     req.error = None
                 self._dialect.begin_write(cur, durable)
                 self._safe_path(batch)
             if any(r.error is None for r in batch):
                 committing = True
-                cur.execute("COMMIT")
+                cur.execute(COMMIT)
                 self.commits += 1
                 self.committed_requests += sum(1 for r in batch if r.error is None)
             else:
-                cur.execute("ROLLBACK")
+                cur.execute(ROLLBACK)
         except BaseException as exc:
             if self._dialect.is_disconnect(exc):
                 # Nothing more can run on this connection: the next batch opens another.
@@ -317,22 +309,22 @@ class GroupCommitWriter:
     def _write_group_projections(self, parts: list[StreamWrite]) -> TurnkeeperError | None:
         """Every part's head check and projection write, all or nothing."""
         cur = self._cur
-        cur.execute("SAVEPOINT tk_group")
+        cur.execute(SAVEPOINT_GROUP)
         for i, part in enumerate(parts):
             error = self._write_projection(part)
             if error is not None:
                 if i:  # earlier parts wrote their projections: undo them
-                    cur.execute("ROLLBACK TO SAVEPOINT tk_group")
-                cur.execute("RELEASE SAVEPOINT tk_group")
+                    cur.execute(ROLLBACK_TO_GROUP)
+                cur.execute(RELEASE_GROUP)
                 error.details["part"] = i
                 return error
-        cur.execute("RELEASE SAVEPOINT tk_group")
+        cur.execute(RELEASE_GROUP)
         return None
 
     def _safe_path(self, batch: list[AppendRequest]) -> None:
         cur = self._cur
         for req in batch:
-            cur.execute("SAVEPOINT tk_append")
+            cur.execute(SAVEPOINT_APPEND)
             for i, part in enumerate(req.parts):
                 try:
                     self._apply(part)
@@ -340,9 +332,9 @@ class GroupCommitWriter:
                     req.error = failed.error
                     if len(req.parts) > 1:
                         req.error.details["part"] = i
-                    cur.execute("ROLLBACK TO SAVEPOINT tk_append")
+                    cur.execute(ROLLBACK_TO_APPEND)
                     break
-            cur.execute("RELEASE SAVEPOINT tk_append")
+            cur.execute(RELEASE_APPEND)
 
     def _write_projection(self, part: StreamWrite) -> TurnkeeperError | None:
         """The head check and projection write in one statement; on failure nothing is written."""
@@ -480,4 +472,4 @@ class GroupCommitWriter:
     def _rollback_quietly(self) -> None:
         # No transaction open is fine here: the original error is the one to report.
         with suppress(Exception):
-            self._cur.execute("ROLLBACK")
+            self._cur.execute(ROLLBACK)

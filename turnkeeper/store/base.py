@@ -1,10 +1,20 @@
-"""The backend-neutral store interface. SQLite and PostgreSQL implement it alike."""
+"""The backend-neutral store interface: the contract every backend keeps.
+
+Two classes implement it: :class:`~turnkeeper.store.sql.SqlEventStore`, one class
+over two SQL dialects (SQLite, the embedded default, and PostgreSQL; what differs
+between them is a private ``Dialect``), and
+:class:`~turnkeeper.store.memory.MemoryEventStore`, in memory. The contract tests
+(tests/store/conformance) run against each of them; docs/storage.md describes the
+contract and how to add a backend.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from types import TracebackType
+from typing import Self
 
 from turnkeeper.store.records import (
     EventRecord,
@@ -24,15 +34,21 @@ class EventStore(ABC):
     Guarantees every implementation must keep (the contract tests check them):
 
     * ``append`` is atomic: the events, the projection and the index entries are
-      durable together or not at all, and ``append`` returns only after they are
-      durable (fsync'd). Concurrent appends may share one commit (group commit).
+      written together or not at all. A durable backend returns only after they are
+      durable (fsync'd; concurrent appends may share one commit, group commit); the
+      in-memory one keeps them as long as its database object lives.
     * Sequence numbers of a stream are 1, 2, 3, ... with no gaps.
     * ``append`` with ``expected_seq`` other than the current head raises
       :class:`turnkeeper.errors.StreamConflict` and writes nothing.
-    * ``append_many`` is atomic across its streams: every part commits in the
-      same commit, or nothing of the call is written.
+    * ``append_many`` is atomic across its streams: every part is written at once,
+      or nothing of the call is written.
+    * An entity id of the index belongs to one stream; a claim by another raises
+      :class:`turnkeeper.errors.AlreadyExists` and writes nothing.
     * Every read checks checksums; a bad record raises
-      :class:`turnkeeper.errors.DataLoss` naming stream and sequence.
+      :class:`turnkeeper.errors.DataLoss` naming stream and sequence, never a wrong
+      answer. ``verify`` reports every bad record; ``repair`` rebuilds projections.
+    * Ids never contain NUL (``InvalidArgument``), on every backend alike.
+    * A closed store refuses every call with ``FailedPrecondition`` (``store_closed``).
     """
 
     @abstractmethod
@@ -136,4 +152,15 @@ class EventStore(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release connections; pending appends finish first."""
+        """Release connections; pending appends finish first. Closing twice is fine."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -11,6 +11,7 @@ import uuid
 from sqlalchemy.engine.url import make_url
 
 from turnkeeper.errors import InvalidArgument, TurnkeeperError, Unavailable
+from turnkeeper.extras import needs_extra
 
 
 def _conninfo(url: str, database: str | None = None) -> str:
@@ -22,12 +23,13 @@ def _conninfo(url: str, database: str | None = None) -> str:
 
 def create_scratch_database(url: str, prefix: str = "turnkeeper_demo_") -> str:
     """Create a new, empty database on the server of ``url``; its URL."""
-    import psycopg
-
     if not url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         raise InvalidArgument(
             "--database-url must be a postgresql:// URL", reason="unsupported_backend"
         )
+    with needs_extra("postgres", "turnkeeper demo --database-url"):
+        import psycopg
+
     name = f"{prefix}{uuid.uuid4().hex[:10]}"
     try:
         with psycopg.connect(_conninfo(url), autocommit=True, connect_timeout=5) as conn:
@@ -47,7 +49,8 @@ def create_scratch_database(url: str, prefix: str = "turnkeeper_demo_") -> str:
 
 def drop_database(url: str) -> None:
     """Drop the database ``url`` names, ending its leftover connections first."""
-    import psycopg
+    with needs_extra("postgres", "turnkeeper demo --database-url"):
+        import psycopg
 
     name = make_url(url).database
     if not name:

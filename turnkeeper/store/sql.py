@@ -12,18 +12,11 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
-from turnkeeper.store._checksum import (
-    created_checksum,
-    event_checksum,
-    index_checksum,
-    projection_checksum,
-)
 from turnkeeper.store._dialect import DEFAULT_BUSY_TIMEOUT_S, Dialect, dialect_for
 from turnkeeper.store._guards import (
     confirm_missing_entity,
@@ -32,9 +25,9 @@ from turnkeeper.store._guards import (
     listed_projections,
 )
 from turnkeeper.store._migrate import ensure_schema
+from turnkeeper.store._prepare import append_types, check_id, prepare_write
 from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import (
-    EventColumns,
     check_contiguous,
     event_from_row,
     index_from_row,
@@ -56,7 +49,7 @@ from turnkeeper.store.records import (
 if TYPE_CHECKING:
     # Imported by the first append (SqlEventStore._the_writer): a command that only
     # reads never imports the append path.
-    from turnkeeper.store._writer import AppendRequest, GroupCommitWriter, StreamWrite
+    from turnkeeper.store._writer import GroupCommitWriter, StreamWrite
 
 # How often the offset between this machine's clock and the database's is read again
 # (between reads, time on the database's clock is this machine's plus the offset).
@@ -129,7 +122,7 @@ class SqlEventStore(EventStore):
         *,
         durable: bool = True,
     ) -> int:
-        part = _prepare(
+        part = prepare_write(
             stream_id,
             kind,
             expected_seq,
@@ -140,7 +133,7 @@ class SqlEventStore(EventStore):
             time.time_ns() // 1000,
         )
         self._check_open()
-        _, request = _append_types()
+        _, request = append_types()
         self._the_writer().submit(request([part], durable))
         return part.new_head
 
@@ -159,7 +152,7 @@ class SqlEventStore(EventStore):
                 )
             seen.add(a.stream_id)
             parts.append(
-                _prepare(
+                prepare_write(
                     a.stream_id,
                     a.kind,
                     a.expected_seq,
@@ -171,7 +164,7 @@ class SqlEventStore(EventStore):
                 )
             )
         self._check_open()
-        _, request = _append_types()
+        _, request = append_types()
         self._the_writer().submit(request(parts, durable))
         return [part.new_head for part in parts]
 
@@ -179,20 +172,20 @@ class SqlEventStore(EventStore):
 
     def head(self, stream_id: str) -> int:
         self._check_open()
-        _check_id("stream_id", stream_id)
+        check_id("stream_id", stream_id)
         return self._reader.events_head(stream_id)
 
     def heads(self, stream_ids: Sequence[str]) -> list[int]:
         self._check_open()
         for stream_id in stream_ids:
-            _check_id("stream_id", stream_id)
+            check_id("stream_id", stream_id)
         return self._reader.events_heads(stream_ids)
 
     def read_stream(
         self, stream_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[EventRecord]:
         self._check_open()
-        _check_id("stream_id", stream_id)
+        check_id("stream_id", stream_id)
         if after_seq < 0 or (limit is not None and limit < 0):
             raise InvalidArgument("after_seq and limit must be >= 0", reason="bad_range")
         # Read before the events: a read to the end of the stream must reach the head
@@ -212,7 +205,7 @@ class SqlEventStore(EventStore):
 
     def read_projection(self, stream_id: str) -> Projection | None:
         self._check_open()
-        _check_id("stream_id", stream_id)
+        check_id("stream_id", stream_id)
         row = self._reader.projection(stream_id)
         if row is None:
             row = confirm_missing_projection(self._reader, stream_id)
@@ -222,18 +215,18 @@ class SqlEventStore(EventStore):
 
     def list_projections(self, kind: str) -> list[Projection]:
         self._check_open()
-        _check_id("kind", kind)
+        check_id("kind", kind)
         return listed_projections(self._reader, (kind,))[kind]
 
     def list_projections_of(self, kinds: Sequence[str]) -> dict[str, list[Projection]]:
         self._check_open()
         for kind in kinds:
-            _check_id("kind", kind)
+            check_id("kind", kind)
         return listed_projections(self._reader, kinds)
 
     def lookup(self, entity_id: str) -> tuple[str, str] | None:
         self._check_open()
-        _check_id("entity_id", entity_id)
+        check_id("entity_id", entity_id)
         row = self._reader.lookup(entity_id)
         if row is None:
             row = confirm_missing_entity(self._reader, entity_id)
@@ -243,8 +236,8 @@ class SqlEventStore(EventStore):
 
     def lookup_prefix(self, prefix: str, entity_kind: str) -> list[str]:
         self._check_open()
-        _check_id("prefix", prefix)
-        _check_id("entity_kind", entity_kind)
+        check_id("prefix", prefix)
+        check_id("entity_kind", entity_kind)
         if not prefix:
             raise InvalidArgument("an id prefix must not be empty", reason="empty_id")
         found: list[str] = []
@@ -328,103 +321,6 @@ class SqlEventStore(EventStore):
     def _check_open(self) -> None:
         if self._closed:
             raise FailedPrecondition("the store is closed", reason="store_closed")
-
-
-def _prepare(
-    stream_id: str,
-    kind: str,
-    expected_seq: int,
-    events: Sequence[NewEvent],
-    projection_state: str,
-    projection_schema_version: int,
-    index: Sequence[IndexEntry],
-    recorded_at: int,
-) -> StreamWrite:
-    """Validate one stream's append and build its rows and checksums (outside the lock)."""
-    if not stream_id or not kind:
-        raise InvalidArgument("stream_id and kind must be non-empty", reason="empty_id")
-    _check_id("stream_id", stream_id)
-    _check_id("kind", kind)
-    for entry in index:
-        _check_id("entity_id", entry.entity_id)
-        _check_id("entity_kind", entry.entity_kind)
-    if expected_seq < 0:
-        raise InvalidArgument(
-            f"expected_seq {expected_seq} < 0",
-            reason="bad_expected_seq",
-            details={"stream_id": stream_id},
-        )
-    if not events:
-        # A projection change without events would break "projection = fold(events)".
-        raise InvalidArgument(
-            "an append needs at least one event",
-            reason="no_events",
-            details={"stream_id": stream_id},
-        )
-    seq = expected_seq
-    try:
-        rows: list[EventColumns] = []
-        for ev in events:
-            seq += 1
-            type_, version, payload = ev.type, ev.schema_version, ev.payload
-            checksum = event_checksum(
-                stream_id, seq, type_, version, recorded_at, payload, strict=True
-            )
-            rows.append((stream_id, seq, type_, version, payload, recorded_at, checksum))
-        proj_checksum = projection_checksum(
-            stream_id, kind, seq, projection_schema_version, projection_state, strict=True
-        )
-        created_check = created_checksum(stream_id, recorded_at, strict=True)
-        index_rows = [
-            (
-                e.entity_id,
-                stream_id,
-                e.entity_kind,
-                index_checksum(e.entity_id, stream_id, e.entity_kind, strict=True),
-            )
-            for e in index
-        ]
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument(
-            f"text for stream {stream_id!r} is not valid UTF-8: {exc.reason}",
-            reason="bad_text",
-            details={"stream_id": stream_id},
-        ) from exc
-    stream_write, _ = _append_types()
-    return stream_write(
-        stream_id=stream_id,
-        kind=kind,
-        expected_seq=expected_seq,
-        new_head=seq,
-        projection=(
-            projection_schema_version,
-            projection_state,
-            proj_checksum,
-            recorded_at,
-            created_check,
-        ),
-        events=rows,
-        index=index_rows,
-    )
-
-
-@cache
-def _append_types() -> tuple[type[StreamWrite], type[AppendRequest]]:
-    """The append path's records, imported by the first append: a command that only
-    reads never imports the writer (see ``_the_writer``). Imported once: an import
-    statement on every append cost more than the rest of preparing its rows."""
-    from turnkeeper.store._writer import AppendRequest, StreamWrite
-
-    return StreamWrite, AppendRequest
-
-
-def _check_id(name: str, value: str) -> None:
-    """Ids are text without NUL: PostgreSQL cannot store one in a text column, so no
-    backend takes one (a lookup of such an id is a caller's error, not a miss)."""
-    if "\x00" in value:
-        raise InvalidArgument(
-            f"{name} must not contain a NUL character", reason="bad_text", details={"field": name}
-        )
 
 
 def display_url(url: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.conftest import Backend
+from tests.store.conftest import Backend, not_for_memory
 from tests.store.toy import KIND, add, events_of, state_of
 from turnkeeper.errors import (
     AlreadyExists,
@@ -229,12 +229,14 @@ def test_closed_store_refuses(store: EventStore) -> None:
         store.read_stream("s1")
 
 
+@not_for_memory("it is in this process: there is no database to fail to reach")
 def test_an_unreachable_database_is_unavailable(backend: Backend) -> None:
     with pytest.raises(Unavailable) as err:
         open_store(backend.unreachable_url)
     assert err.value.reason == "database_unavailable"
 
 
+@not_for_memory("its database lives in one process: nothing outlives the writer's")
 @pytest.mark.parametrize("mode", ["durable", "lazy"])
 def test_acknowledged_appends_survive_a_crashed_writer_process(
     backend: Backend, open_new: Callable[[], EventStore], mode: str

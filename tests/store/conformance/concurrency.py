@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.store import _workers
-from tests.store.conftest import Backend
+from tests.store.conftest import Backend, not_for_memory
 from tests.store.toy import KIND, events_of, state_of
 from turnkeeper.errors import StreamConflict, TurnkeeperError
 from turnkeeper.store import EventStore, open_store
@@ -136,6 +136,7 @@ def test_writers_behind_the_head_are_told_of_a_conflict_never_of_damage(
     assert reader.head("busy") == sum(won)
 
 
+@not_for_memory("its database lives in one process: other processes cannot open it")
 def test_processes_race_for_the_same_head(backend: Backend) -> None:
     """Four OS processes, each with its own store, append at one head: one wins a round."""
     rounds, writers = 30, 4

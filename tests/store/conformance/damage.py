@@ -1,9 +1,10 @@
 """Damaged records are ``DATA_LOSS``, never a wrong answer; verify finds, repair rebuilds.
 
-The damage is done the way another program would do it, with plain SQL on a
-connection of its own (``backend.execute``): a changed character keeps the row
-readable but breaks its checksum. Damage to a database file's bytes is SQLite's
-alone (tests/store/test_sqlite_file_damage.py).
+The damage is done the way another program would do it (tests/store/_damage.py:
+plain SQL on a connection of its own, or the same change to an in-memory
+database's rows): a changed character keeps the row readable but breaks its
+checksum. Damage to a database file's bytes is SQLite's alone
+(tests/store/test_sqlite_file_damage.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.store.conftest import Backend
+from tests.store._damage import Damage
+from tests.store.conftest import Backend, not_for_memory
 from tests.store.toy import KIND, CounterFolder, IndexingCounterFolder, add, events_of, state_of
 from turnkeeper.errors import DataLoss, FailedPrecondition, TurnkeeperError
 from turnkeeper.store import EventStore, IndexEntry, MismatchKind, NewEvent
@@ -30,13 +32,6 @@ def tagged(values: list[int]) -> list[NewEvent]:
         )
         for v in values
     ]
-
-
-def change_payload(backend: Backend, stream_id: str, seq: int, old: str, new: str) -> None:
-    backend.execute(
-        "UPDATE events SET payload = replace(payload, ?, ?) WHERE stream_id = ? AND seq = ?",
-        (old, new, stream_id, seq),
-    )
 
 
 def _filled(store: EventStore) -> None:
@@ -57,7 +52,7 @@ def test_a_changed_event_is_data_loss_naming_stream_and_seq(
 ) -> None:
     store.append("s1", KIND, 0, tagged(list(range(1, 11))), state_of(range(1, 11)), 1)
     add(store, "s2", [5])
-    change_payload(backend, "s1", 7, "MARK0007", "MARK0006")
+    Damage(backend).change_payload("s1", 7, "MARK0007", "MARK0006")
 
     for damaged in (store, open_new()):  # the open store and a freshly opened one
         with pytest.raises(DataLoss) as err:
@@ -87,8 +82,8 @@ def test_every_bad_event_is_reported_not_just_the_first(
     store: EventStore, backend: Backend, folder: CounterFolder
 ) -> None:
     store.append("s1", KIND, 0, tagged(list(range(1, 15))), state_of(range(1, 15)), 1)
-    change_payload(backend, "s1", 3, "MARK0003", "MARK0002")
-    change_payload(backend, "s1", 11, "MARK0011", "MARK0010")
+    Damage(backend).change_payload("s1", 3, "MARK0003", "MARK0002")
+    Damage(backend).change_payload("s1", 11, "MARK0011", "MARK0010")
     report = store.verify(folder)
     assert [(m.kind, m.seq) for m in report.mismatches] == [
         (MismatchKind.SOURCE_WRITE, 3),
@@ -102,9 +97,7 @@ def test_a_changed_projection_is_data_loss_and_is_repaired(
 ) -> None:
     add(store, "p1", [12345])
     add(store, "p2", [1, 2])
-    backend.execute(
-        "UPDATE projections SET state = replace(state, '12345', '12344') WHERE stream_id = 'p1'"
-    )
+    Damage(backend).change_state("p1", "12345", "12344")
     with pytest.raises(DataLoss) as err:
         store.read_projection("p1")
     assert err.value.details["stream_id"] == "p1"
@@ -128,7 +121,7 @@ def test_a_deleted_event_is_a_gap(
     store: EventStore, backend: Backend, folder: CounterFolder
 ) -> None:
     add(store, "s1", [1, 2, 3, 4])
-    backend.execute("DELETE FROM events WHERE stream_id = 's1' AND seq = 2")
+    Damage(backend).delete_event("s1", 2)
     with pytest.raises(DataLoss) as err:
         store.read_stream("s1")
     assert err.value.reason == "sequence_gap"
@@ -146,10 +139,7 @@ def test_a_stale_projection_is_refused_and_repaired(
     add(store, "s1", [3])
     add(store, "s2", [4])
     # Put back the row as it was at head 2: valid checksum, behind its events.
-    backend.execute(
-        "UPDATE projections SET head_seq = ?, state = ?, checksum = ? WHERE stream_id = ?",
-        (old.head_seq, old.state, old.checksum, "s1"),
-    )
+    Damage(backend).put_projection("s1", old.head_seq, old.state, old.checksum)
     assert store.read_projection("s1") == old  # a valid row, just behind
     with pytest.raises(FailedPrecondition) as err:
         store.append("s1", KIND, 3, events_of([9]), state_of([1, 2, 3, 9]), 1)
@@ -218,8 +208,7 @@ def test_a_changed_creation_time_is_data_loss_and_is_repaired(
     store: EventStore, backend: Backend
 ) -> None:
     _filled(store)
-    flip_bit = "(created_at | 4096) - (created_at & 4096)"  # one bit, as XOR
-    backend.execute(f"UPDATE projections SET created_at = {flip_bit} WHERE stream_id = 's2'")
+    Damage(backend).flip_created_bit("s2")
     with pytest.raises(DataLoss):
         store.list_projections(KIND)  # the order would change, silently
     report = store.verify(CounterFolder())
@@ -234,14 +223,14 @@ def test_a_changed_projection_kind_is_data_loss_not_a_shorter_list(
     store: EventStore, backend: Backend
 ) -> None:
     _filled(store)
-    backend.execute("UPDATE projections SET kind = 'counteR' WHERE stream_id = 's2'")
+    Damage(backend).change_kind("s2", "counteR")
     with pytest.raises(DataLoss):
         store.list_projections(KIND)  # before the guard: s1 and s3 only, nothing said
 
 
 def test_a_changed_entity_kind_is_data_loss(store: EventStore, backend: Backend) -> None:
     _filled(store)
-    backend.execute("UPDATE entity_index SET entity_kind = 'todk' WHERE entity_id = 'todo-alpha'")
+    Damage(backend).change_entity_kind("todo-alpha", "todk")
     with pytest.raises(DataLoss) as err:
         store.lookup("todo-alpha")  # "todk": a kind no caller asks for, not a NOT_FOUND
     assert err.value.reason == "checksum_mismatch"
@@ -262,7 +251,7 @@ def test_verify_recomputes_the_entity_index_from_the_events(
     assert store.verify(folder).ok
     # s1 loses the row its event registers; s3 holds one (valid checksum: written by a
     # real append) that none of its events registers.
-    backend.execute("DELETE FROM entity_index WHERE stream_id = 's1'")
+    Damage(backend).delete_index_rows_of("s1")
     add(store, "s3", [5], index=[IndexEntry(entity_id="ghost", entity_kind="todo")])
     report = store.verify(folder)
     assert report.data_loss
@@ -272,6 +261,7 @@ def test_verify_recomputes_the_entity_index_from_the_events(
     ]
 
 
+@not_for_memory("it has no tables another program could rename")
 def test_a_table_renamed_under_the_open_store_is_a_typed_error(
     store: EventStore, backend: Backend
 ) -> None:

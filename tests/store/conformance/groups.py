@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.store.conftest import Backend
+from tests.store.conftest import Backend, not_for_memory
 from tests.store.toy import KIND, CounterFolder, add, part, state_of, values_of
 from turnkeeper.errors import AlreadyExists, InvalidArgument, StreamConflict
 from turnkeeper.store import EventStore, IndexEntry, StreamAppend
@@ -213,6 +213,7 @@ def test_sixteen_threads_overlapping_stream_pairs(
     assert reopened.verify(folder).ok
 
 
+@not_for_memory("its database lives in one process: nothing outlives the writer's")
 @pytest.mark.parametrize("mode", ["durable", "lazy"])
 def test_acknowledged_groups_survive_a_sigkilled_writer(
     backend: Backend, open_new: Callable[[], EventStore], folder: CounterFolder, mode: str

@@ -1,0 +1,164 @@
+"""The store's SQL, in one place: every statement the store runs outside a migration.
+
+Statements are written with ``?`` placeholders; a dialect rewrites them to its
+driver's style (``Dialect.sql``). The columns are those of the schema
+(_schema.py), listed in the order the row decoders (_rows.py) unpack them. The
+migrations (migrations/versions) keep their own SQL: a migration is frozen at its
+revision. A test checks that no other module of the store holds SQL
+(tests/store/test_statements_module.py).
+
+What is here, by who runs it:
+
+* the append path (_writer.py): one conditional projection write per stream, its
+  events and index entries, and what a failed head check reads to say why;
+* the reads (_reads.py): by index for the everyday questions, past the index
+  (``{projections}``/``{entity_index}`` are filled with the dialect's unindexed table
+  name) to confirm a miss and to list and verify every row;
+* the schema's bookkeeping (_migrate.py) and SQLite's connection set-up, locks,
+  schema description, stamp and integrity check (_dialect_sqlite.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+# -- transactions (the append path and the dialects begin and end them themselves) -----
+
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+# A group's head checks, undone together when a later part fails (_writer.py).
+SAVEPOINT_GROUP = "SAVEPOINT tk_group"
+ROLLBACK_TO_GROUP = "ROLLBACK TO SAVEPOINT tk_group"
+RELEASE_GROUP = "RELEASE SAVEPOINT tk_group"
+# One request of a batch on the safe path, undone alone when it fails.
+SAVEPOINT_APPEND = "SAVEPOINT tk_append"
+ROLLBACK_TO_APPEND = "ROLLBACK TO SAVEPOINT tk_append"
+RELEASE_APPEND = "RELEASE SAVEPOINT tk_append"
+
+# -- the append path ----------------------------------------------------------------------
+
+# The head check and the projection write in one statement: its rowcount is the check.
+UPDATE_PROJECTION = (
+    "UPDATE projections SET head_seq = ?, schema_version = ?, state = ?, checksum = ?"
+    " WHERE stream_id = ? AND head_seq = ? AND kind = ?"
+)
+INSERT_PROJECTION = (
+    "INSERT INTO projections"
+    " (stream_id, kind, head_seq, schema_version, state, checksum, created_at, created_check)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO NOTHING"
+)
+INSERT_EVENT = (
+    "INSERT INTO events"
+    " (stream_id, seq, type, schema_version, payload, recorded_at, checksum)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_INDEX = (
+    "INSERT INTO entity_index (entity_id, stream_id, entity_kind, checksum) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (entity_id) DO NOTHING"
+)
+SELECT_INDEX = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
+SELECT_PROJECTION_HEAD = "SELECT head_seq, kind FROM projections WHERE stream_id = ?"
+SELECT_EVENTS_HEAD = "SELECT MAX(seq) FROM events WHERE stream_id = ?"
+
+# -- reads --------------------------------------------------------------------------------
+
+_EVENTS = (
+    "SELECT stream_id, seq, type, schema_version, payload, recorded_at, checksum "
+    "FROM events WHERE stream_id = ? AND seq > ?"
+)
+HEAD = "SELECT max(seq) FROM events WHERE stream_id = ?"
+
+
+@functools.cache
+def events(upto: bool, limit: bool) -> str:
+    """A stream's events after a seq (params: stream id, after seq), then ``upto``:
+    up to a seq, ``limit``: at most so many, in that order; by seq."""
+    return (
+        _EVENTS
+        + (" AND seq <= ?" if upto else "")
+        + " ORDER BY seq"
+        + (" LIMIT ?" if limit else "")
+    )
+
+
+@functools.cache
+def heads(count: int) -> str:
+    """One row of ``count`` heads (``HEAD`` as a subquery each)."""
+    return f"SELECT {', '.join([f'({HEAD})'] * count)}"
+
+
+PROJECTION = (
+    "SELECT stream_id, kind, head_seq, schema_version, state, checksum "
+    "FROM projections WHERE stream_id = ?"
+)
+PROJECTION_HEAD = "SELECT head_seq FROM projections WHERE stream_id = ?"
+CREATED = "SELECT created_at, created_check FROM projections WHERE stream_id = ?"
+LOOKUP = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
+# The same questions asked of the tables past their indexes: what a miss is checked
+# with (a damaged index entry must not turn into a wrong NOT_FOUND), and how listings
+# and verify read every row (a row whose indexed column is damaged is still seen).
+PROJECTION_SCAN = (
+    "SELECT stream_id, kind, head_seq, schema_version, state, checksum, created_at, "
+    "created_check FROM {projections}"
+)
+PROJECTION_SCAN_OF_STREAM = PROJECTION_SCAN + " WHERE stream_id = ?"
+LOOKUP_SCAN = (
+    "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index} WHERE entity_id = ?"
+)
+# Ids that start with a prefix, read past the index like every listing (a row whose
+# kind is damaged fails its checksum instead of dropping out); ``substr`` counts
+# characters in SQLite and PostgreSQL alike.
+PREFIX_SCAN = (
+    "SELECT entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
+    " WHERE substr(entity_id, 1, ?) = ?"
+)
+# Verify's walk over every stream: projected ids in key order, a page at a time, and
+# the ids of events without a projection row.
+STREAM_IDS = "SELECT stream_id FROM projections ORDER BY stream_id LIMIT ?"
+STREAM_IDS_AFTER = (
+    "SELECT stream_id FROM projections WHERE stream_id > ? ORDER BY stream_id LIMIT ?"
+)
+ORPHANS = (
+    "SELECT DISTINCT stream_id FROM events"
+    " WHERE stream_id NOT IN (SELECT stream_id FROM projections) ORDER BY stream_id"
+)
+INDEX_PAGE = (
+    "SELECT {row_key}, entity_id, stream_id, entity_kind, checksum FROM {entity_index}"
+    " WHERE {row_key} > ? ORDER BY {row_key} LIMIT ?"
+)
+
+# -- the schema's bookkeeping ---------------------------------------------------------------
+
+REVISIONS = "SELECT version_num FROM alembic_version"
+
+# -- SQLite ---------------------------------------------------------------------------------
+
+SQLITE_BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"  # takes the write lock up front
+SQLITE_WAL = "PRAGMA journal_mode = WAL"
+SQLITE_FOREIGN_KEYS = "PRAGMA foreign_keys = ON"
+SQLITE_SCHEMA = (
+    "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
+    " WHERE name NOT LIKE 'sqlite_stat%' AND name <> 'sqlite_sequence'"
+    " ORDER BY type, name"
+)
+SQLITE_READ_STAMP = "PRAGMA user_version"
+SQLITE_INTEGRITY_CHECK = "PRAGMA integrity_check(100)"
+
+
+def sqlite_busy_timeout(milliseconds: int) -> str:
+    return f"PRAGMA busy_timeout = {int(milliseconds)}"
+
+
+def sqlite_synchronous(durable: bool) -> str:
+    """FULL: a commit waits for its fsync; NORMAL (WAL): the next FULL one's covers it."""
+    return f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}"
+
+
+def sqlite_write_stamp(stamp: int) -> str:
+    return f"PRAGMA user_version = {int(stamp)}"
+
+
+def sqlite_unindexed(table: str) -> str:
+    """``table`` read past its indexes, row by row."""
+    return f"{table} NOT INDEXED"
