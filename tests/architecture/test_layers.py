@@ -27,15 +27,18 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "errors": (),
         "json_types": (),  # JSON as Python types: a leaf every layer may use
         "crashpoints": (),  # the fault-injection switch: a leaf every layer may hit
+        "memo": (),  # a named, bounded memo (docs/caches.md): a leaf every layer may use
         # Background loops that must keep running: every layer with one may supervise it.
         "supervision": ("errors",),
         "vocabulary": (),  # the words hosts and the session kernel share
         "host_reports": (),  # the records a host reports and the session kernel journals
         "brief": ("vocabulary",),  # what an agent is told at every turn (a model)
         "kernel": ("errors", "vocabulary", "host_reports"),  # pure: tests/kernel/test_purity.py
-        "store": ("errors",),
+        # The optional parts (pyproject's extras) and the error naming a missing one.
+        "extras": ("errors",),
+        "store": ("errors", "extras"),
         "boundary": ("errors",),
-        "hosts": ("errors", "vocabulary", "host_reports", "brief"),
+        "hosts": ("errors", "vocabulary", "host_reports", "brief", "memo"),
         # The agent's tools: a per-turn channel and the MCP server (tools/).
         "tools": ("errors", "vocabulary", "host_reports", "brief", "kernel", "hosts"),
         "effects": ("errors", "vocabulary"),
@@ -46,7 +49,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "runtime": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
             *("extensions", "runner", "vocabulary", "host_reports", "brief", "tools"),
-            "notify",
+            *("notify", "memo"),
         ),
         "handoff": ("errors", "boundary", "kernel", "runtime", "store"),
         "project_api": ("errors", "hosts", "kernel", "runtime", "store"),
@@ -55,12 +58,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "server": ("errors", "api", "web", "store", "notify"),
         "chaos": (
             *("errors", "crashpoints", "effects", "hosts", "kernel", "runner", "runtime"),
-            "store",
+            *("store", "extras"),
         ),
         "cli": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
             *("extensions", "runner", "runtime", "handoff", "project_api", "api", "server"),
-            *("chaos", "brief", "tools", "notify"),
+            *("chaos", "brief", "tools", "notify", "extras"),
         ),
         "__init__": ("project_api",),  # ``from turnkeeper import Project``
     }.items()

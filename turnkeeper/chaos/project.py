@@ -154,7 +154,7 @@ class ChaosProject:
         """Through the same services the CLI calls, in this process."""
         root.mkdir(parents=True, exist_ok=True)
         project = cls(root, name, workload)
-        _make_repo(project.repo)
+        make_git_repo(project.repo)
         init_project(root)
         config = workload.host_config(project.host_state, service.provider_config(name))
         with project.store() as store:
@@ -284,7 +284,8 @@ class ChaosProject:
         return ids
 
 
-def _make_repo(repo: Path) -> None:
+def make_git_repo(repo: Path) -> None:
+    """A new git repository at ``repo`` with one commit (a scenario's workspace)."""
     repo.mkdir(parents=True)
     git = ["git", "-c", "user.email=chaos@example.com", "-c", "user.name=chaos"]
     (repo / "README").write_text("chaos scenario workspace\n")

@@ -40,12 +40,11 @@ from pathlib import Path
 
 from turnkeeper.chaos.checks import LEFTOVER, Violation
 from turnkeeper.chaos.procs import end_marked_processes, live_marked_processes, wait_until
-from turnkeeper.chaos.project import cli_command
+from turnkeeper.chaos.project import cli_command, make_git_repo
 from turnkeeper.chaos.runner_checks import RunnerReport, RunnerSessionChecker, read_runner_runs
 from turnkeeper.chaos.runner_procs import Processes
 from turnkeeper.chaos.service import CountingService
 from turnkeeper.chaos.worker_checks import SessionView
-from turnkeeper.chaos.workers import _git_repo
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.model import UNFINISHED_TODO_STATUSES
@@ -183,7 +182,7 @@ class RunnerModeRun:
     # --- setting up -----------------------------------------------------------------
 
     def setup(self, service: CountingService) -> None:
-        _git_repo(self.project)
+        make_git_repo(self.project)
         init = subprocess.run(
             [*cli_command(), "init", str(self.project)],
             check=False,
@@ -205,7 +204,7 @@ class RunnerModeRun:
                 label, goal_id = f"s{n:02d}", f"g{n:02d}"
                 goals.create(CreateGoal(goal_id=goal_id, title=f"runner chaos {label}"))
                 workspace = self.base / "ws" / label
-                _git_repo(workspace)
+                make_git_repo(workspace)
                 command = [str(self.agent), str(self.runs_dir), str(cfg.ticks)]
                 host = {
                     "command": [*command, str(cfg.tick_seconds)],

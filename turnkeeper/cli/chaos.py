@@ -197,12 +197,15 @@ def _workers(
     as_json: bool,
 ) -> None:
     from turnkeeper.chaos.worker_checks import render_workers
-    from turnkeeper.chaos.workers import WorkersConfig, run_workers_chaos
+    from turnkeeper.extras import needs_extra
 
     if not database_url:
         raise typer.BadParameter(
             "workers mode needs a PostgreSQL server", param_hint="--database-url"
         )
+    with needs_extra("postgres", "turnkeeper chaos --mode workers"):
+        from turnkeeper.chaos.workers import WorkersConfig, run_workers_chaos
+
     config = WorkersConfig(
         database_url=database_url,
         workers=workers,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import typer
 
+from turnkeeper.cli.context import handles_errors
 from turnkeeper.cli.demo_scenario import (
     CONTROL_PLANE_KILL_POINT,
     HOST_KILL_POINT,
@@ -250,6 +251,7 @@ def _no_turn_lost(repo: Path, session_id: str) -> bool:
         store.close()
 
 
+@handles_errors
 def demo(
     keep: bool = typer.Option(False, help="Keep the throwaway directory (and database)."),
     database_url: str | None = typer.Option(

@@ -70,14 +70,18 @@ def serve(
     \b
         turnkeeper serve --port 8765 --token-file ~/.config/turnkeeper/token
     """
-    import uvicorn
-
-    from turnkeeper.api import logs, telemetry
+    from turnkeeper.extras import needs_extra
     from turnkeeper.runtime.services.access import AccessService
     from turnkeeper.runtime.services.project import find_project
-    from turnkeeper.server.app import create_app
     from turnkeeper.store import open_store
     from turnkeeper.store.sql import display_url
+
+    # Before anything else: without the server's packages nothing is bound or recorded.
+    with needs_extra("server", "turnkeeper serve"):
+        import uvicorn
+
+        from turnkeeper.api import logs
+        from turnkeeper.server.app import create_app
 
     if not host.strip():
         raise InvalidArgument("--host must not be empty", reason="empty_host")
@@ -94,8 +98,7 @@ def serve(
         raise
     try:
         AccessService(store).set_admin_token(token)
-        spans = telemetry.TurnSpans() if telemetry.available() else None
-        app = create_app(store, project.root, spans=spans)
+        app = create_app(store, project.root)
         shown_host = f"[{host}]" if ":" in host else host
         base = f"http://{shown_host}:{sock.getsockname()[1]}"
         out = sys.stdout
