@@ -173,6 +173,15 @@ def test_a_cli_agent_works_a_goal_through_the_tools(
     assert goal["goal"]["criteria"][0]["met"] is True, goal["goal"]
     audit = project.tk_json("audit", "g")["audit"]
     assert audit["terminal"] is True, audit
+    # The agent's work was never committed: each passing record names HEAD, and the
+    # worktree content it ran on, different for A, B and C.
+    head = project.git("rev-parse", "HEAD").strip()
+    passing = {
+        e["key"]: e for e in goal["evidence"].values() if e["exit_code"] == 0 and e["key"] != "all"
+    }
+    ran_on = [passing[k] for k in ("a-done", "b-done", "c-done")]
+    assert {e["revision"] for e in ran_on} == {head}, ran_on
+    assert len({e["tree"] for e in ran_on}) == 3, ran_on
     replan = next(p for p in _prompts(kit.server.model_requests()) if "Replan the goal" in p)
     assert obligation["id"] in replan, replan
     assert "`c-done`: passed" in replan, replan  # what a criterion could be met with
