@@ -125,7 +125,7 @@ def evidence_list(
     key: str = typer.Option("", help="Only evidence recorded under this key."),
     as_json: bool = JsonOption,
 ) -> None:
-    """A goal's evidence: id, key, command, exit code, revision, time, freshness.
+    """A goal's evidence: id, key, command, exit code, revision and tree, time, freshness.
 
     Only the latest run of a key counts for the terminal audit; older runs
     are listed for the record.
