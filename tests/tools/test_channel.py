@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import stat
 import sys
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from tests.tools.support import brief, claimed_goal, open_channel, turn
 from turnkeeper.errors import DataLoss, FailedPrecondition, PermissionDenied
 from turnkeeper.hosts.base import TOOLS_DIR_ENV, TOOLS_TOKEN_ENV
 from turnkeeper.kernel.model import GoalState
+from turnkeeper.tools import channel as channel_module
 from turnkeeper.tools.calls import TOOL_NAMES, TodoDoneCall
 from turnkeeper.tools.channel import ChannelTurn, ToolChannels, attach, parse_journal
 
@@ -195,3 +197,30 @@ def test_open_keeps_the_newest_channels_and_only_deletes_closed_ones(tmp_path: P
     # Newest three kept (turn-6, turn-5, turn-4); turn-1 is older but still open, so
     # kept; what is not a channel is never touched.
     assert left == ["not-a-channel", "stray.txt", "turn-1", "turn-4", "turn-5", "turn-6"]
+
+
+def test_a_channel_pruned_the_moment_it_closes_still_gives_its_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With more sessions than channels kept, another controller's open prunes closed
+    # channels: one may delete this channel between its close and the read of its
+    # calls. The calls must still come back whole (they were lost, or run crashed on
+    # a FileNotFoundError, with 256 sessions).
+    opened = open_channel(tmp_path / "root", tmp_path)
+    for seq in (0, 1):
+        with attach(opened.server.env).journal() as journal:
+            journal.append(_done(seq))
+    real_write = channel_module.write_atomic
+
+    def write_then_pruned(path: Path, data: bytes) -> None:
+        real_write(path, data)
+        if path.name == "closed":  # what another controller's prune does right then
+            shutil.rmtree(path.parent)
+
+    monkeypatch.setattr(channel_module, "write_atomic", write_then_pruned)
+    calls = opened.channels.close_and_list(opened.turn.turn_id)
+    assert [c.seq for c in calls] == [0, 1]
+    assert not opened.folder.exists()
+    # Read again once gone: no calls, and no error.
+    assert opened.channels.close_and_list(opened.turn.turn_id) == []
+    assert opened.channels.calls(opened.turn.turn_id) == []

@@ -242,39 +242,46 @@ class ToolChannels:
             names=list(TOOL_NAMES),
         )
 
-    def close(self, turn_id: str) -> None:
-        """End the turn's channel: every later call is refused. Idempotent; a channel
-        that does not exist is fine. Under the journal's lock, so a call in flight either
-        landed before or is refused."""
+    def close(self, turn_id: str) -> JournaledCalls:
+        """End the turn's channel — every later call is refused — and return its calls.
+
+        Under the journal's lock, so a call in flight either landed before or is
+        refused. The calls are read through the descriptor that was open before the
+        channel was marked closed: another controller's prune (which deletes closed
+        channels only) may remove the folder the moment it is closed, and what was
+        journaled is still read whole. Idempotent: a channel closed already is read as
+        it is (nothing, once pruned); a channel that does not exist made no calls."""
         folder = self.path(turn_id)
         if not folder.is_dir() or (folder / CLOSED_FILE).exists():
-            return
-        calls = folder / CALLS_FILE
-        if not calls.exists():  # a channel whose open did not finish: nothing to wait for
+            return self.read_calls(turn_id)
+        try:
+            fd = os.open(folder / CALLS_FILE, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:  # a channel whose open did not finish: no calls
             write_atomic(folder / CLOSED_FILE, b"closed\n")
-            return
-        with _locked(calls, fcntl.LOCK_EX):
+            return JournaledCalls()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             write_atomic(folder / CLOSED_FILE, b"closed\n")
+            return parse_journal(_read_fd(fd))
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def read_calls(self, turn_id: str) -> JournaledCalls:
         """The turn's journaled calls in order, with the count of torn lines skipped.
         A turn that had no channel (or whose channel was pruned) made no calls."""
-        calls = self.path(turn_id) / CALLS_FILE
-        if not calls.exists():
+        try:
+            with _locked(self.path(turn_id) / CALLS_FILE, fcntl.LOCK_SH) as fd:
+                return parse_journal(_read_fd(fd))
+        except FileNotFoundError:  # never opened, or pruned (also while being read)
             return JournaledCalls()
-        with _locked(calls, fcntl.LOCK_SH) as fd:
-            return parse_journal(_read_fd(fd))
+
+    def close_and_list(self, turn_id: str) -> list[ToolCall]:
+        """:meth:`close`, its calls as a list; a torn line is skipped and logged."""
+        return _logged(turn_id, self.close(turn_id))
 
     def calls(self, turn_id: str) -> list[ToolCall]:
         """The turn's journaled calls in order; a torn line is skipped and logged."""
-        journaled = self.read_calls(turn_id)
-        if journaled.torn:
-            _log.warning(
-                "turn %s: %d torn line(s) skipped in its tool call journal (a crash mid-append)",
-                turn_id,
-                journaled.torn,
-            )
-        return journaled.calls
+        return _logged(turn_id, self.read_calls(turn_id))
 
     def _prune(self, keep: Path) -> None:
         """Delete the oldest closed channels beyond ``self.keep`` (by when each was opened).
@@ -301,6 +308,16 @@ class ToolChannels:
         for _, folder in channels[self.keep - min(PRUNE_SLACK, self.keep // 4) :]:
             if folder != keep and (folder / CLOSED_FILE).exists():
                 shutil.rmtree(folder, onerror=_gone_is_fine)
+
+
+def _logged(turn_id: str, journaled: JournaledCalls) -> list[ToolCall]:
+    if journaled.torn:
+        _log.warning(
+            "turn %s: %d torn line(s) skipped in its tool call journal (a crash mid-append)",
+            turn_id,
+            journaled.torn,
+        )
+    return journaled.calls
 
 
 def _gone_is_fine(

@@ -62,8 +62,7 @@ class AgentSide:
         if channels is not None and ended is not None and ended.outcome in ("lost", "failed"):
             # None of a failed or lost turn's calls was applied: the brief lists them. A
             # lost turn's channel was never closed (it was proven gone when recorded lost).
-            channels.close(ended.turn_id)
-            unapplied = [call.describe() for call in channels.calls(ended.turn_id)]
+            unapplied = [call.describe() for call in channels.close_and_list(ended.turn_id)]
         return build_brief(
             turn_id=turn_id,
             spec=spec,
@@ -106,8 +105,7 @@ class AgentSide:
         channels = self._channels()
         if channels is None:
             return outcome
-        channels.close(envelope.turn_id)
-        calls = channels.calls(envelope.turn_id)
+        calls = channels.close_and_list(envelope.turn_id)
         if not calls or not outcome.succeeded:
             return outcome
         merged = merge_calls(dict(outcome.result), calls, envelope.turn_id)
