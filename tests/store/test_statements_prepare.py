@@ -7,10 +7,16 @@ names filled in as the reader fills them. Each is then compiled without running:
 ``PREPARE`` on PostgreSQL (its ``?`` placeholders converted as the dialect converts
 them, then numbered ``$1..$n`` as psycopg does for the server), ``EXPLAIN`` on
 SQLite. A statement naming a column or table the migrations do not create fails
-here, not at the first call in production. A backend's own modules
-(``_dialect_sqlite``, ``_dialect_postgres``, ``pg_admin``), and a backend's own
-statements in ``_statements`` (named ``SQLITE_...``), are compiled on that backend
-only.
+here, not at the first call in production. A backend's own statements in
+``_statements`` (named ``SQLITE_...`` and ``POSTGRES_...``), and any SQL a backend's
+own module (``_dialect_sqlite``, ``_dialect_postgres``, ``pg_admin``) might hold, are
+compiled on that backend only.
+
+PostgreSQL's integrity check calls ``bt_index_check``, which only the amcheck
+extension defines; it is compiled with amcheck installed in a transaction that is
+rolled back. The utility statements (``COMMENT ON``, ``CREATE DATABASE``, ``DROP
+DATABASE``, SQLite's pragmas) are not collected: neither ``PREPARE`` nor ``EXPLAIN``
+compiles one. Running them is what the stamp and demo tests do.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ STORE_DIR = Path(__file__).resolve().parents[2] / "turnkeeper" / "store"
 # Upper case, then a space: the store spells its SQL that way (a dict key "insert" is
 # not a statement).
 _STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE)\s")
+# Numbers the dialect writes into a statement itself: an index's oid (any number
+# compiles, it is looked up only when run) and a 64-bit advisory lock key.
+_NUMBERS = {"index_oid": "16384", "lock_key": str(2**62 + 1)}
+# Statements calling a function only an extension defines (run only where installed).
+_EXTENSION = {_statements.POSTGRES_INDEX_CHECK: "amcheck"}
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,8 @@ def composed() -> list[Statement]:
 
 
 def filled(sql: str, dialect: Dialect) -> str:
-    """``{projections}``/``{entity_index}``/``{row_key}`` as the reader fills them in."""
+    """``{projections}``/``{entity_index}``/``{row_key}`` as the reader fills them in,
+    and the dialect's numbers (``_NUMBERS``)."""
     values: dict[str, str] = {}
     for _, name, _, _ in string.Formatter().parse(sql):
         if name is None:
@@ -111,6 +123,8 @@ def filled(sql: str, dialect: Dialect) -> str:
             values[name] = str(dialect.row_key)
         elif name in ("events", "projections", "entity_index"):
             values[name] = dialect.unindexed(name)
+        elif name in _NUMBERS:
+            values[name] = _NUMBERS[name]
         else:
             raise AssertionError(f"unknown placeholder {{{name}}} in {sql!r}: teach this test")
     return sql.format(**values) if values else sql
@@ -147,7 +161,11 @@ def compile_sql(backend: Backend) -> Callable[[str], None]:
 
     def compile_postgres(sql: str) -> None:
         text = numbered(dialect.sql(filled(sql, dialect)))
-        with pg.admin_connect(backend.url) as conn:
+        extension = _EXTENSION.get(sql)
+        # Rolled back: an extension installed for the check is gone after it.
+        with pg.admin_connect(backend.url) as conn, conn.transaction(force_rollback=True):
+            if extension is not None:
+                conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
             conn.execute(f"PREPARE tk_check AS {text}")
             conn.execute("DEALLOCATE tk_check")
 
@@ -171,6 +189,24 @@ def test_the_collector_finds_the_hot_statements(backend: Backend) -> None:
     ]
     assert [sql for sql in hot if sql not in found] == []
     assert len(found) >= 20
+
+
+def test_each_backend_gets_its_own_statements(backend: Backend) -> None:
+    found = {s.sql for s in statements_for(backend)}
+    postgres = [
+        _statements.POSTGRES_SCHEMA,
+        _statements.POSTGRES_READ_STAMP,
+        _statements.POSTGRES_AMCHECK_INSTALLED,
+        _statements.POSTGRES_INDEXES,
+        _statements.POSTGRES_INDEX_CHECK,
+        _statements.POSTGRES_LOCK_MIGRATIONS,
+        _statements.POSTGRES_CLOCK_US,
+        _statements.POSTGRES_END_CONNECTIONS,
+    ]
+    sqlite = [_statements.SQLITE_SCHEMA]
+    own, other = (postgres, sqlite) if backend.name == "postgresql" else (sqlite, postgres)
+    assert [sql for sql in own if sql not in found] == []
+    assert [sql for sql in other if sql in found] == []
 
 
 def test_every_store_statement_compiles(

@@ -28,6 +28,7 @@ from turnkeeper.errors import (
     TurnkeeperError,
     Unavailable,
 )
+from turnkeeper.store import _statements as q
 from turnkeeper.store._connections import Connections, EnginePool
 from turnkeeper.store._dialect import (
     DBAPIConnection,
@@ -72,23 +73,6 @@ _BAD_TEXT = ("22021", "22P05")  # a character the encoding cannot hold (NUL)
 _NO_SUCH_DATABASE = "3D000"  # invalid_catalog_name
 # What the server says when a connection names a database it does not have.
 _NO_SUCH_DATABASE_TEXT = re.compile(r'database "(?P<name>[^"]*)" does not exist')
-
-_SCHEMA_SQL = """
-SELECT 'table', table_name::text, table_name::text, ''
-  FROM information_schema.tables WHERE table_schema = current_schema()
-UNION ALL
-SELECT 'column', table_name || '.' || column_name, data_type,
-       is_nullable || ' ' || coalesce(column_default, '')
-  FROM information_schema.columns WHERE table_schema = current_schema()
-UNION ALL
-SELECT 'index', indexname::text, tablename::text,
-       replace(indexdef, current_schema() || '.', '')
-  FROM pg_indexes WHERE schemaname = current_schema()
-UNION ALL
-SELECT 'constraint', conname::text, conrelid::regclass::text, pg_get_constraintdef(oid)
-  FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
-ORDER BY 1, 2
-"""
 
 
 class PostgresDialect(Dialect):
@@ -222,13 +206,11 @@ class PostgresDialect(Dialect):
         return not state or state.startswith("08") or state in _GONE
 
     def schema_description(self, conn: DBAPIConnection) -> list[tuple[str, ...]]:
-        rows = conn.execute(_SCHEMA_SQL).fetchall()
+        rows = conn.execute(q.POSTGRES_SCHEMA).fetchall()
         return [tuple(str(v) for v in row) for row in rows]
 
     def read_stamp(self, conn: DBAPIConnection) -> int:
-        row = conn.execute(
-            "SELECT obj_description(to_regclass('alembic_version'), 'pg_class')"
-        ).fetchone()
+        row = conn.execute(q.POSTGRES_READ_STAMP).fetchone()
         comment = row[0] if row else None
         if comment is None:
             return 0
@@ -240,25 +222,20 @@ class PostgresDialect(Dialect):
     def write_stamp(self, conn: DBAPIConnection, stamp: int) -> None:
         # A comment on the version table: transactional like the migration, and outside
         # the description the stamp is computed over.
-        conn.execute(f"COMMENT ON TABLE alembic_version IS '{_STAMP_PREFIX}{int(stamp)}'")
+        conn.execute(q.POSTGRES_WRITE_STAMP.format(comment=f"{_STAMP_PREFIX}{int(stamp)}"))
 
     def integrity_problems(self, conn: Connection) -> list[str]:
         # The server checks its pages itself (data checksums, where the cluster has them);
         # the amcheck extension, where installed, checks the B-tree indexes too.
-        installed = conn.exec_driver_sql(
-            "SELECT 1 FROM pg_extension WHERE extname = 'amcheck'"
-        ).scalar()
+        installed = conn.exec_driver_sql(q.POSTGRES_AMCHECK_INSTALLED).scalar()
         if not installed:
             return []
         problems: list[str] = []
-        names = conn.exec_driver_sql(
-            "SELECT c.oid, c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-            " WHERE c.relnamespace = current_schema()::regnamespace ORDER BY c.relname"
-        ).all()
+        names = conn.exec_driver_sql(q.POSTGRES_INDEXES).all()
         for oid, name in names:
             try:
                 with conn.begin_nested():
-                    conn.exec_driver_sql(f"SELECT bt_index_check({int(oid)})")
+                    conn.exec_driver_sql(q.POSTGRES_INDEX_CHECK.format(index_oid=int(oid)))
             except DBAPIError as exc:
                 problems.append(f"index {name}: {exc.orig}")
         return problems
@@ -270,12 +247,10 @@ class PostgresDialect(Dialect):
         )
 
     def lock_migrations(self, conn: Connection) -> None:
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+        conn.exec_driver_sql(q.POSTGRES_LOCK_MIGRATIONS.format(lock_key=_MIGRATION_LOCK_KEY))
 
     def clock_offset_us(self, conn: Connection) -> int:
         before = time.time_ns() // 1000
-        db_now = conn.exec_driver_sql(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
-        ).scalar()
+        db_now = conn.exec_driver_sql(q.POSTGRES_CLOCK_US).scalar()
         after = time.time_ns() // 1000
         return int(db_now) - (before + after) // 2 if db_now is not None else 0

@@ -15,7 +15,13 @@ What is here, by who runs it:
   (``{projections}``/``{entity_index}`` are filled with the dialect's unindexed table
   name) to confirm a miss and to list and verify every row;
 * the schema's bookkeeping (_migrate.py) and SQLite's connection set-up, locks,
-  schema description, stamp and integrity check (_dialect_sqlite.py).
+  schema description, stamp and integrity check (_dialect_sqlite.py);
+* PostgreSQL's schema description, stamp, integrity check, migration lock and clock
+  (_dialect_postgres.py), and the demo's throwaway databases (pg_admin.py).
+
+A statement that cannot take a parameter (a pragma, a comment, a database's name, a
+number the dialect writes in itself) is a template here, or a function where SQLite's are; the
+module that runs it fills it in.
 """
 
 from __future__ import annotations
@@ -162,3 +168,56 @@ def sqlite_write_stamp(stamp: int) -> str:
 def sqlite_unindexed(table: str) -> str:
     """``table`` read past its indexes, row by row."""
     return f"{table} NOT INDEXED"
+
+
+# -- PostgreSQL (_dialect_postgres.py) -------------------------------------------------------
+# Run as written on the driver's connection: none has a ``?`` for the dialect to rewrite.
+# A ``{field}`` is a value the dialect fills in itself (``str.format``) before running it.
+
+# The schema as the catalog describes it, for the schema check's digest (_migrate.py).
+POSTGRES_SCHEMA = """
+SELECT 'table', table_name::text, table_name::text, ''
+  FROM information_schema.tables WHERE table_schema = current_schema()
+UNION ALL
+SELECT 'column', table_name || '.' || column_name, data_type,
+       is_nullable || ' ' || coalesce(column_default, '')
+  FROM information_schema.columns WHERE table_schema = current_schema()
+UNION ALL
+SELECT 'index', indexname::text, tablename::text,
+       replace(indexdef, current_schema() || '.', '')
+  FROM pg_indexes WHERE schemaname = current_schema()
+UNION ALL
+SELECT 'constraint', conname::text, conrelid::regclass::text, pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+ORDER BY 1, 2
+"""
+# The stamp is a comment on the version table. ``{comment}``: the stamp's text; a
+# COMMENT takes a literal, not a parameter.
+POSTGRES_READ_STAMP = "SELECT obj_description(to_regclass('alembic_version'), 'pg_class')"
+POSTGRES_WRITE_STAMP = "COMMENT ON TABLE alembic_version IS '{comment}'"
+# The integrity check: only where the amcheck extension is installed, one B-tree index
+# of the schema at a time. ``{index_oid}``: the index's oid, from POSTGRES_INDEXES.
+POSTGRES_AMCHECK_INSTALLED = "SELECT 1 FROM pg_extension WHERE extname = 'amcheck'"
+POSTGRES_INDEXES = (
+    "SELECT c.oid, c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+    " WHERE c.relnamespace = current_schema()::regnamespace ORDER BY c.relname"
+)
+POSTGRES_INDEX_CHECK = "SELECT bt_index_check({index_oid})"
+# Serialises migrations until the transaction ends. ``{lock_key}``: the dialect's
+# 64-bit number.
+POSTGRES_LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock({lock_key})"
+# The server's clock, in microseconds since the epoch.
+POSTGRES_CLOCK_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+
+# -- PostgreSQL: the demo's throwaway databases (pg_admin.py) -------------------------------
+# Run on a psycopg connection of their own, not through a dialect: ``%s`` is psycopg's
+# placeholder. ``{name}``: the database, which CREATE and DROP take as a name, not a
+# parameter; pg_admin.py fills it in.
+
+POSTGRES_CREATE_DATABASE = 'CREATE DATABASE "{name}"'
+# A database's leftover connections are ended first: DROP DATABASE fails while one is open.
+POSTGRES_END_CONNECTIONS = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+    " WHERE datname = %s AND pid <> pg_backend_pid()"
+)
+POSTGRES_DROP_DATABASE = 'DROP DATABASE IF EXISTS "{name}"'

@@ -12,6 +12,7 @@ from sqlalchemy.engine.url import make_url
 
 from turnkeeper.errors import InvalidArgument, TurnkeeperError, Unavailable
 from turnkeeper.extras import needs_extra
+from turnkeeper.store import _statements as q
 
 
 def _conninfo(url: str, database: str | None = None) -> str:
@@ -33,7 +34,7 @@ def create_scratch_database(url: str, prefix: str = "turnkeeper_demo_") -> str:
     name = f"{prefix}{uuid.uuid4().hex[:10]}"
     try:
         with psycopg.connect(_conninfo(url), autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(q.POSTGRES_CREATE_DATABASE.format(name=name))
     except psycopg.OperationalError as exc:
         raise Unavailable(
             f"cannot reach the database server: {str(exc).strip()}",
@@ -56,9 +57,5 @@ def drop_database(url: str) -> None:
     if not name:
         return
     with psycopg.connect(_conninfo(url, "postgres"), autocommit=True, connect_timeout=5) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = %s AND pid <> pg_backend_pid()",
-            (name,),
-        )
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(q.POSTGRES_END_CONNECTIONS, (name,))
+        conn.execute(q.POSTGRES_DROP_DATABASE.format(name=name))
