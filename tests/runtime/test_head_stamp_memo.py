@@ -36,7 +36,7 @@ def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitCalls:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every ref file ``head_stamp`` opens, in order; the texts start unknown."""
-    monkeypatch.setattr(workspace, "_ref_texts", {})
+    workspace._ref_texts.clear()
     opened: list[str] = []
     real = workspace._read_ref
 

@@ -48,6 +48,7 @@ from turnkeeper.hosts.procfs import (
     read_stat,
     signal_exact,
 )
+from turnkeeper.memo import Memo
 
 log = logging.getLogger(__name__)
 
@@ -139,33 +140,40 @@ def turn_cgroup_name(turn_id: str) -> str:
     return "turn-" + sha256(turn_id.encode()).hexdigest()[:40]
 
 
-# The cgroup2 mount, read once per process and per mount table file (tests point
-# MOUNTINFO elsewhere): mountinfo has a line per mount, and every turn asks.
-_mounts: dict[Path, tuple[Path, str] | None] = {}
+# Cached for the process, by mount table file (tests point MOUNTINFO elsewhere); never
+# cleared: the cgroup2 file system is mounted at boot and stays where it is while the
+# process runs. Reading mountinfo (a line per mount) costs more than the rest of a
+# turn's cgroup set-up.
+@functools.cache
+def _mount_in(source: Path) -> tuple[Path, str] | None:
+    return cgroup2_mount(source.read_text())
 
-# Our own cgroup, by the file it was read from (tests point OWN_CGROUP elsewhere): read
-# again once the last reading is _OWN_MAX_AGE old, as something may move this process,
-# not at every turn (the kernel builds the file afresh, a line per hierarchy, under the
-# cgroup lock). Until a move is seen, turns' cgroups are made below the cgroup we were
-# in, which cannot be removed while they are there.
-_own_read: dict[Path, tuple[float, str | None]] = {}
+
+# Owned by :func:`_own_cgroup`, made at import, one per process; anyone may clear it.
+# Our own cgroup, by the file it was read from (tests point OWN_CGROUP elsewhere), with
+# the monotonic time it was read at. Invalid once it is _OWN_MAX_AGE old: something
+# may move this process, so it is read again then, not at every turn (the kernel
+# builds the file afresh, a line per hierarchy, under the cgroup lock). Until a move is
+# seen, turns' cgroups are made below the cgroup we were in, which cannot be removed
+# while they are there.
 _OWN_MAX_AGE = 1.0
+_own_read: Memo[Path, tuple[float, str | None]] = Memo(
+    "this process's cgroup, by file",
+    max_entries=64,
+    invalidation=f"{_OWN_MAX_AGE} s after it was read (checked by _own_cgroup)",
+)
 
-
-def _mount() -> tuple[Path, str] | None:
-    source = MOUNTINFO
-    if source not in _mounts:
-        _mounts[source] = cgroup2_mount(source.read_text())
-    return _mounts[source]
-
-
+# Owned by :func:`_hierarchy`, made at import, one per process; anyone may clear it.
 # Our cgroup directory under the mount, by (mount table file, our cgroup as
 # /proc/self/cgroup says): one entry per cgroup this process was ever in (a handful at
-# most), so a turn pays one read of /proc/self/cgroup, not that plus Path building and a
-# stat. A directory once seen stays valid: our own cgroup cannot be removed while we
+# most), so a turn pays one read of /proc/self/cgroup, not that plus Path building and
+# a stat. Never invalid while the key holds: our own cgroup cannot be removed while we
 # are in it, and a move to another cgroup is a new key.
-_own_dirs: dict[tuple[Path, str], tuple[Path, Path]] = {}
-_OWN_DIRS_MAX = 64
+_own_dirs: Memo[tuple[Path, str], tuple[Path, Path]] = Memo(
+    "this process's cgroup directory, by cgroup",
+    max_entries=64,
+    invalidation="never while the key holds: a move to another cgroup is a new key",
+)
 
 
 def _own_cgroup() -> str | None:
@@ -174,18 +182,17 @@ def _own_cgroup() -> str | None:
     if last is not None and now - last[0] < _OWN_MAX_AGE:
         return last[1]
     own = own_cgroup(read_file(os.fspath(source)).decode())
-    if len(_own_read) >= _OWN_DIRS_MAX:
-        _own_read.clear()
-    _own_read[source] = (now, own)
+    _own_read.put(source, (now, own))
     return own
 
 
 def _hierarchy() -> tuple[Path, Path]:
-    """(cgroup2 mount point, our own cgroup directory); ``CgroupUnavailableError`` if none."""
+    """(cgroup2 mount point, our own cgroup directory); ``CgroupUnavailableError`` if none.
+    Our cgroup is read again once the last reading is ``_OWN_MAX_AGE`` old."""
     if not sys.platform.startswith("linux"):
         raise CgroupUnavailableError(f"cgroups are Linux only (platform {sys.platform!r})")
     try:
-        mount = _mount()
+        mount = _mount_in(MOUNTINFO)
         own = _own_cgroup()
     except OSError as exc:
         raise CgroupUnavailableError(f"cannot read the cgroup setup: {exc}") from None
@@ -204,9 +211,7 @@ def _hierarchy() -> tuple[Path, Path]:
     own_dir = point / relative.lstrip("/")
     if not (own_dir / "cgroup.procs").exists():
         raise CgroupUnavailableError(f"our cgroup {own_dir} is not visible under {point}")
-    if len(_own_dirs) >= _OWN_DIRS_MAX:
-        _own_dirs.clear()
-    _own_dirs[key] = (point, own_dir)
+    _own_dirs.put(key, (point, own_dir))
     return point, own_dir
 
 
@@ -316,12 +321,17 @@ class TurnCgroup:
         return ""
 
 
-# The turns directories this process made (or found) and could write to, as strings,
-# by our own cgroup directory and the turns directory's name (tests use others):
-# checked again only when making a turn's cgroup in one fails, so a turn pays one
-# mkdir, not three calls and a Path join. One per cgroup this process was in; cleared
-# with _own_dirs' bound.
-_made: dict[tuple[Path, str], str] = {}
+# Owned by :func:`_turns_dir` and :func:`create`, made at import, one per process;
+# anyone may clear it. The turns directories this process made (or found) and could
+# write to, as strings, by our own cgroup directory and the turns directory's name
+# (tests use others), so a turn pays one mkdir, not three calls and a Path join. Never
+# checked before it is served: invalid when making a turn's cgroup in one fails
+# (removed or made read-only since), and then ``create`` clears it and checks again.
+_made: Memo[tuple[Path, str], str] = Memo(
+    "turns directories made, by own cgroup directory",
+    max_entries=64,
+    invalidation="when making a turn's cgroup in it fails (create clears it)",
+)
 
 
 def turns_dir() -> Path:
@@ -342,9 +352,8 @@ def _turns_dir() -> str:
         raise CgroupUnavailableError(f"cannot create {parent}: {exc.strerror or exc}") from None
     if not os.access(parent, os.W_OK):
         raise CgroupUnavailableError(f"{parent} is not writable by this process")
-    if len(_made) >= _OWN_DIRS_MAX:
-        _made.clear()
-    made = _made[key] = os.fspath(parent)
+    made = os.fspath(parent)
+    _made.put(key, made)
     return made
 
 

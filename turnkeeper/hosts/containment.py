@@ -36,6 +36,7 @@ from turnkeeper.host_reports import ProcessIdentity
 from turnkeeper.hosts import cgroups, subreaper
 from turnkeeper.hosts.base import HostSpawnFailed
 from turnkeeper.hosts.cgroups import CgroupUnavailableError, TurnCgroup
+from turnkeeper.memo import Memo
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +45,15 @@ ContainmentKind = Literal["cgroup", "subreaper", "none"]
 _MODES = ("auto", "cgroup", "subreaper")
 
 _lock = threading.Lock()
-_live: dict[str, TurnCgroup] = {}  # turn id -> the cgroup this process made for it
-# Turns known here to have no cgroup on disk (spawned without one, or theirs was
-# removed): no need to search the hierarchy for them. Oldest first, bounded.
-_settled: dict[str, None] = {}
-_SETTLED_MAX = 4096
+# State, not a cache: turn id -> the cgroup this process made for it, until it is released.
+_live: dict[str, TurnCgroup] = {}
+# Owned by this module (prepare, turn_cgroup, forget), made at import, one per process;
+# clearing it only costs a search of the hierarchy (docs/caches.md).
+_settled: Memo[str, bool] = Memo(
+    "turns known to have no cgroup on disk",
+    max_entries=4096,
+    invalidation="when this process makes the turn a cgroup (prepare drops it)",
+)
 
 #: Run as ``/bin/sh -c JOIN_ENTER_AND_EXEC <cgroup.procs> <workspace> <OLDPWD> ARGS...``:
 #: the shell moves itself into the turn's cgroup (writing ``0`` moves the writer),
@@ -188,7 +193,7 @@ def prepare(turn_id: str) -> TurnContainment:
         return TurnContainment(turn_id, mode, None)
     with _lock:
         _live[turn_id] = cgroup
-        _settled.pop(turn_id, None)
+        _settled.pop(turn_id)
     return TurnContainment(turn_id, mode, cgroup)
 
 
@@ -230,6 +235,4 @@ def forget(turn_id: str) -> None:
 
 def _settle(turn_id: str) -> None:
     with _lock:
-        _settled[turn_id] = None
-        while len(_settled) > _SETTLED_MAX:
-            del _settled[next(iter(_settled))]
+        _settled.put(turn_id, True)

@@ -16,6 +16,7 @@ from typing import Annotated, cast
 from pydantic import Field
 
 from turnkeeper.hosts.base import ATTEMPT_ENV, MARKER_ENV, SESSION_ENV, TurnRequest
+from turnkeeper.memo import Memo
 
 #: The todo a turn works on ("" on a turn without one, such as a replan): set for
 #: every command host, so a shell agent needs no JSON parser to know its todo.
@@ -107,22 +108,27 @@ class NameMatcher:
         return name in self._exact or name.startswith(self._prefixes)
 
 
-# What of the environment ``run`` started in a host gets, by (source, inherit_env,
-# pass_env): with (a copy of) the table it was filtered from, and served only while
-# that table is still equal to it, so a variable set or unset since, another runner
-# environment or another config is filtered afresh. Filtering decodes every name of
-# ``os.environ`` (~250k instructions a turn, 4% of a ``true`` turn); comparing the
-# tables is one C-level dict comparison. Bounded: emptied when full (one entry per
-# host config, in practice).
 # os.environ's own table holds bytes; a runner's inherited environment, text.
 _Table = dict[bytes, bytes] | dict[str, str]
-_passed: dict[tuple[bool, bool, tuple[str, ...]], tuple[_Table, dict[str, str]]] = {}
-_PASSED_MAX = 64
+
+# Owned by :func:`passed_env`, made at import, one per process; anyone may clear it.
+# What of the environment ``run`` started in a host gets, by (source is os.environ,
+# inherit_env, pass_env), with a copy of the table it was filtered from. Invalid as
+# soon as that table changes (a variable set or unset since, another inherited
+# environment): ``passed_env`` compares the whole table before serving an entry.
+# Filtering decodes every name of ``os.environ`` (~245k instructions a turn);
+# comparing the tables is one C-level dict comparison (~9k). One entry per host
+# config, in practice.
+_passed: Memo[tuple[bool, bool, tuple[str, ...]], tuple[_Table, dict[str, str]]] = Memo(
+    "environment passed to a host, by config",
+    max_entries=64,
+    invalidation="when the environment it was filtered from differs (compared whole)",
+)
 
 
 def _environ_table() -> dict[bytes, bytes] | None:
     """``os.environ``'s own table of encoded names and values (CPython keeps one), to
-    compare whole; None where there is no such table (then nothing is cached)."""
+    compare whole; None where there is no such table (then nothing is kept)."""
     table: object = getattr(os.environ, "_data", None)
     return cast("dict[bytes, bytes]", table) if isinstance(table, dict) else None
 
@@ -158,9 +164,7 @@ def passed_env(
     before = table.copy()
     passed = _filtered(source, inherit_env, patterns)
     if table == before:  # not changed by another thread while it was filtered
-        if len(_passed) >= _PASSED_MAX:
-            _passed.clear()
-        _passed[key] = (before, passed)
+        _passed.put(key, (before, passed))
     return passed
 
 
@@ -189,13 +193,17 @@ def process_env(
     }
 
 
-# Where each (program, PATH, cwd) was last found runnable. A hit is only a guess to
-# check first: it is stat-ed and access-checked again, and if it no longer runs the
-# whole search is made, so the answer is the search's (the question is whether some
-# candidate runs, not which). Saves a stat per PATH entry before it on every turn.
-# Bounded: emptied when it holds _FOUND_MAX entries (one per host command, in practice).
-_found: dict[tuple[str, str, str], str] = {}
-_FOUND_MAX = 256
+# Owned by :func:`unrunnable`, made at import, one per process; anyone may clear it.
+# Where each (program, PATH, cwd) was last found runnable. An entry is only a guess to
+# check first, never an answer: it is stat-ed and access-checked again, and when it no
+# longer runs the whole search is made, so the answer is always the search's (the
+# question is whether some candidate runs, not which). Saves a stat per PATH entry
+# before the program's on every turn (~11k instructions with it, ~159k without).
+_found: Memo[tuple[str, str, str], str] = Memo(
+    "where a host's program was found on PATH",
+    max_entries=256,
+    invalidation="when the path kept no longer runs (checked by unrunnable at each call)",
+)
 
 
 def _runs(candidate: str) -> tuple[bool, bool]:
@@ -222,9 +230,7 @@ def unrunnable(program: str, search_path: str, cwd: str | Path) -> str | None:
     for candidate in candidates:
         is_file, runs = _runs(candidate)
         if runs:
-            if len(_found) >= _FOUND_MAX:
-                _found.clear()
-            _found[key] = candidate
+            _found.put(key, candidate)
             return None
         if is_file and "/" in program:
             return f"[Errno 13] Permission denied: {program!r}"

@@ -55,6 +55,8 @@ def require_proc() -> None:
         )
 
 
+# Cached for the process; never cleared: a machine's boot id does not change until it
+# reboots, which ends the process.
 @functools.cache
 def boot_id() -> str:
     require_proc()

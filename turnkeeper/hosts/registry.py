@@ -20,6 +20,7 @@ from typing import TypeGuard
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.hosts.base import Host
 from turnkeeper.json_types import JsonDict, JsonMapping
+from turnkeeper.memo import Memo
 
 ENTRY_POINT_GROUP = "turnkeeper.hosts"
 
@@ -38,6 +39,8 @@ BUILTINS = {
 }
 
 
+# Cached for the process; cleared by reload_host_kinds() (a plugin installed in-process):
+# what is installed does not change under a running process otherwise.
 @functools.cache
 def _factories() -> dict[str, Callable[[], HostFactory]]:
     """Host kinds to their factories, read from the installed entry points once per
@@ -51,6 +54,7 @@ def _factories() -> dict[str, Callable[[], HostFactory]]:
     return found
 
 
+# Cached for the process; cleared by reload_host_kinds(), with the factories.
 @functools.cache
 def _loaded(kind: str) -> HostFactory:
     """The host class of ``kind``, imported once."""
@@ -63,14 +67,17 @@ def _load_path(target: str) -> HostFactory:
     return factory
 
 
+# Owned by :func:`_is_host`, made at import, one per process; anyone may clear it.
 # Classes whose instances were found to be Hosts. ``isinstance`` against a runtime
-# Protocol walks the protocol's members twice on this Python (~35 us, once a turn);
-# the members a class answers do not change between its instances, so one check per
-# class is enough. Bounded: a process sees a handful of host classes; past the bound
-# the check is simply made again. Cleared with the factories: a reloaded plugin
-# brings new classes.
-_HOST_TYPES_MAX = 64
-_host_types: set[type] = set()
+# Protocol walks the protocol's members twice on this Python (~95k instructions, once
+# or twice a turn); the members a class answers do not change between its instances,
+# so one check per class is enough. Invalid when a plugin is reloaded (it brings new
+# classes): ``reload_host_kinds()`` clears it with the factories.
+_host_types: Memo[type, bool] = Memo(
+    "classes found to be Hosts",
+    max_entries=64,
+    invalidation="when the host kinds are read again (reload_host_kinds clears it)",
+)
 
 
 def _is_host(host: object) -> TypeGuard[Host]:
@@ -79,8 +86,7 @@ def _is_host(host: object) -> TypeGuard[Host]:
         return True
     if not isinstance(host, Host):
         return False
-    if len(_host_types) < _HOST_TYPES_MAX:
-        _host_types.add(cls)
+    _host_types.put(cls, True)
     return True
 
 

@@ -22,6 +22,7 @@ from turnkeeper.hosts.completion import (
     DoneMarker,
 )
 from turnkeeper.hosts.launch import PassedName
+from turnkeeper.memo import Memo
 
 
 class HandleRule(BaseModel):
@@ -127,15 +128,19 @@ def _problem(kind: str, message: str, host: str) -> str:
     return "is invalid: " + message.removeprefix("Input ").removeprefix("Value ")
 
 
-# Validated configs, by model and content: the driver loads a session's host anew for
-# every turn, from the same config, and validating it again cost ~20k instructions a
-# turn. The key is the content with the type of every value (``1``, ``1.0``, ``True``
-# and ``"1"`` are different keys: validation may tell them apart), so a changed config
-# is validated afresh; one holding anything but plain JSON values (a tuple, a str
-# subclass) is validated every time. The models are frozen and nothing changes the
-# lists and dicts they hold. Bounded: emptied when full.
-_validated: dict[tuple[type[BaseModel], Hashable], BaseModel] = {}
-_VALIDATED_MAX = 256
+# Owned by :func:`validated_config`, made at import, one per process; anyone may clear
+# it. Validated configs, by model and content: the driver loads a session's host anew
+# for every turn, from the same config, and validating it again costs ~16k
+# instructions a turn. The key is the content with the type of every value (``1``,
+# ``1.0``, ``True`` and ``"1"`` are different keys: validation may tell them apart),
+# so an entry is never stale: a changed config is another key, validated afresh. One
+# holding anything but plain JSON values (a tuple, a str subclass) is validated every
+# time. The models are frozen and nothing changes the lists and dicts they hold.
+_validated: Memo[tuple[type[BaseModel], Hashable], BaseModel] = Memo(
+    "validated host configs, by model and content",
+    max_entries=256,
+    invalidation="never while the key holds: the key is the whole content, typed",
+)
 _SCALARS = (str, int, bool, type(None))
 
 
@@ -171,7 +176,5 @@ def validated_config(model: type[ConfigT], config: Mapping[str, object]) -> Conf
     if isinstance(cached, model):
         return cached
     fresh = validate_config(model, config)  # a rejected config raises, and is not kept
-    if len(_validated) >= _VALIDATED_MAX:
-        _validated.clear()
-    _validated[key] = fresh
+    _validated.put(key, fresh)
     return fresh

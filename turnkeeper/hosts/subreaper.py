@@ -226,6 +226,7 @@ def enable_child_subreaper() -> bool:
     return True
 
 
+# Cached for the process; never cleared: libc's symbols do not change while it runs.
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)

@@ -45,6 +45,7 @@ class KernelModel(BaseModel):
         return super().model_copy(update=update, deep=deep)
 
 
+# Cached for the process; never cleared: a model class's fields are fixed when it is made.
 @functools.cache
 def _field_names(model: type[BaseModel]) -> frozenset[str]:
     """A model class's field names, once per class: the evolve steps copy a state a

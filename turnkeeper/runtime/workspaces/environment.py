@@ -18,10 +18,6 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# The table's form of the names asked for, encoded once: a turn asks for a few names.
-_encoded: dict[tuple[str, ...], tuple[object, ...]] = {}
-_MAX_ENCODED = 256
-
 
 def _table() -> tuple[dict[object, object], os._Environ[str]] | None:
     """``os.environ``'s table, and ``os.environ`` (read once: a test may replace it)."""
@@ -33,13 +29,8 @@ def _table() -> tuple[dict[object, object], os._Environ[str]] | None:
 
 
 def _keys(environ: os._Environ[str], names: tuple[str, ...]) -> tuple[object, ...]:
-    keys = _encoded.get(names)
-    if keys is None:
-        keys = tuple(environ.encodekey(name) for name in names)
-        if len(_encoded) >= _MAX_ENCODED:
-            _encoded.clear()
-        _encoded[names] = keys
-    return keys
+    """``names`` in the table's form (encoded by ``os.environ``'s own encoder)."""
+    return tuple(environ.encodekey(name) for name in names)
 
 
 def environ_value(name: str) -> str | None:

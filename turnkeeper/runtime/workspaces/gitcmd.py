@@ -66,6 +66,7 @@ SNAPSHOT_REF_PREFIX = "refs/turnkeeper/snapshots"
 _PR_SET_PDEATHSIG = 1
 
 
+# Cached for the process; never cleared: libc's symbols do not change while it runs.
 @functools.cache
 def _prctl() -> Callable[..., int] | None:
     """libc's ``prctl`` (the process's own symbols hold it), resolved in the parent
@@ -94,6 +95,8 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# Cached for the process; never cleared: the system's setpriv (and whether the kernel
+# takes --pdeathsig) is taken not to change while it runs.
 @functools.cache
 def _setpriv() -> str | None:
     found = shutil.which("setpriv")

@@ -38,7 +38,6 @@ import os
 import shutil
 import stat
 import tempfile
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from turnkeeper.hosts.base import KeepsSessionArtifact
 from turnkeeper.hosts.workspace_folder import FOLDER_NAME, workspace_folder
 from turnkeeper.json_types import JsonMapping
 from turnkeeper.kernel.session.records import SnapshotRef
+from turnkeeper.memo import Memo
 from turnkeeper.runtime.workspaces.gitcmd import SNAPSHOT_REF_PREFIX, git, private_git_dir
 from turnkeeper.runtime.workspaces.workspace import git_revision
 from turnkeeper.runtime.workspaces.workspace_fingerprint import fingerprint
@@ -97,11 +97,22 @@ class Snapshot:
 # resolving costs a stat per path component each turn, and a directory reached by
 # another name (a symlink, a move) is still the same directory with the same files.
 _Where = tuple[int, int]
+# Both owned by this module (capture, forget, is_repository), made at import, one per
+# process; anyone may clear them, at the cost of asking git again (docs/caches.md).
 # The last snapshot of each (workspace, session) in this process, with the stat
 # fingerprint taken just before it: what a turn that changed nothing reuses.
-_last: dict[tuple[_Where, str], tuple[tuple[object, ...] | None, Snapshot]] = {}
-_last_lock = threading.Lock()
-_repositories: dict[_Where, int] = {}  # workspace -> inode of its .git, when it is a top level
+_last: Memo[tuple[_Where, str], tuple[tuple[object, ...] | None, Snapshot]] = Memo(
+    "last snapshot by workspace and session",
+    max_entries=4096,
+    invalidation="when the workspace's fingerprint differs from the one kept with it; "
+    "dropped by forget() (session deleted, its lost snapshots moved aside)",
+)
+# Workspace directory -> the inode of its ``.git``, for a repository's top level.
+_repositories: Memo[_Where, int] = Memo(
+    "repository top level by workspace directory",
+    max_entries=4096,
+    invalidation="when the workspace's .git has another inode (or is gone)",
+)
 
 
 def retain_count() -> int:
@@ -146,7 +157,7 @@ def _top_level(workspace: Path) -> _Where | None:
     proc = git(workspace, "rev-parse", "--show-toplevel", check=False)
     found = proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == workspace.resolve()
     if found and marker is not None:
-        _repositories[where] = marker
+        _repositories.put(where, marker)
     return where if found else None
 
 
@@ -253,15 +264,13 @@ def capture(
         return None
     key = (top, session_id)
     seen = fingerprint(workspace, [artifact] if artifact is not None else [])
-    with _last_lock:
-        last = _last.get(key)
+    last = _last.get(key)
     if seen is not None and last is not None and last[0] == seen.key:
         return last[1]
     name = snapshot_name(ordinal, turn_id)
     message = snapshot_message(session_id, turn_id, ordinal, claims)
     snapshot = _capture(workspace, session_id, name, message, artifact, last, retain)
-    with _last_lock:
-        _last[key] = (seen.key if seen is not None and seen.trusted else None, snapshot)
+    _last.put(key, (seen.key if seen is not None and seen.trusted else None, snapshot))
     return snapshot
 
 
@@ -383,8 +392,7 @@ def forget(workspace: Path, session_id: str) -> None:
     """Drop what this process remembers of the session's last snapshot."""
     where = _identity(os.fspath(workspace))
     if where is not None:  # no directory there: nothing captured can be served
-        with _last_lock:
-            _last.pop((where, session_id), None)
+        _last.pop((where, session_id))
 
 
 def snapshot_kept(ref: SnapshotRef, retained: set[str]) -> str:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from turnkeeper.memo import Memo
 from turnkeeper.runtime.workspaces.environment import environ_has_any
 
 # Environment that changes how git finds a repository: with any of it set, the
@@ -28,8 +28,15 @@ DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_COM
 
 _MAX_SYMREF_HOPS = 5
 _Stamp = tuple[tuple[str, int, int, int] | None, ...]
-_revisions: dict[Path, tuple[_Stamp, str | None]] = {}
-_revisions_lock = threading.Lock()
+
+# Owned by :func:`git_revision`, made at import, one per process; anyone may clear it.
+# An entry is served only while the workspace's HEAD stamp equals the one it was
+# stored with (docs/caches.md).
+_revisions: Memo[Path, tuple[_Stamp, str | None]] = Memo(
+    "HEAD revision by workspace",
+    max_entries=1024,
+    invalidation="when HEAD's stamp (HEAD, its ref chain, packed-refs: stats) changes",
+)
 
 
 class WorkspaceProbe(BaseModel):
@@ -39,11 +46,12 @@ class WorkspaceProbe(BaseModel):
     exists: bool
 
 
+# Never cleared: ``Path(text)`` is a pure function of ``text`` and a Path is
+# immutable, so one may be shared. A session's workspace is read as a Path a few times
+# a turn and parsing one (~20k instructions) costs ten times the look-up.
 @functools.lru_cache(maxsize=1024)
 def workspace_path(text: str) -> Path:
-    """``Path(text)``, built once per text: a session's workspace is read as a Path a
-    few times a turn and parsing one costs more than the look-up (a Path is immutable,
-    so one may be shared)."""
+    """``Path(text)``, built once per text."""
     return Path(text)
 
 
@@ -78,10 +86,17 @@ def present(path: str) -> bool:
     return os.access(path, os.F_OK)
 
 
-# Whether each file asked for through stat_if_present was there at its last look.
-# Bounded: workspaces of sessions long gone drop out.
-_was_present: dict[str, bool] = {}
-_WAS_PRESENT_MAX = 4096
+# Owned by :func:`stat_if_present`, made at import, one per process; anyone may clear
+# it. Whether each file asked for was there at its last look: only which call comes
+# first (a stat that fails raises, which costs more than ``access``), never the
+# answer, which is always the stat's. So an entry is never stale in effect; it is
+# rewritten whenever the stat finds otherwise. Workspaces of sessions long gone drop
+# out at the bound.
+_was_present: Memo[str, bool] = Memo(
+    "whether a file was there at its last stat",
+    max_entries=4096,
+    invalidation="never served as an answer: rewritten whenever the stat differs",
+)
 
 
 def stat_if_present(path: str) -> os.stat_result | None:
@@ -90,7 +105,7 @@ def stat_if_present(path: str) -> os.stat_result | None:
     A file that was there at its last look (HEAD's ref, a repository's exclude file
     and config, the user's ~/.gitconfig) is stat-ed straight away; one that was not
     (``packed-refs``, XDG's git files in most homes) is asked for with :func:`present`
-    first, as a stat that fails raises. Only which call comes first: the stat decides."""
+    first. Only which call comes first: the stat decides."""
     was = _was_present.get(path)
     st: os.stat_result | None = None
     if was or present(path):
@@ -99,9 +114,7 @@ def stat_if_present(path: str) -> os.stat_result | None:
         except OSError:
             st = None
     if was is not (st is not None):
-        if len(_was_present) >= _WAS_PRESENT_MAX:
-            _was_present.clear()
-        _was_present[path] = st is not None
+        _was_present.put(path, st is not None)
     return st
 
 
@@ -115,20 +128,18 @@ def _read_ref(path: str) -> str:
         return ref.read().strip()
 
 
-# The text of each ref file last read, by the stat it had: a turn stamps HEAD, and
-# opening and decoding two small files cost more than the rest of the stamp. A stat
-# vouches for a text only once its mtime and ctime are ``_RACY_NS`` old (as git's
-# racily-clean rule): a rewrite in place after that moves ctime, which no tool can
-# set back, so an equal stat is the same text.
+# Owned by :func:`head_stamp`, made at import, one per process; anyone may clear it.
+# The text of each ref file last read, by the stat it had: HEAD is stamped several
+# times a turn, and opening and decoding its two small files cost four times the rest
+# of the stamp. A stat vouches for a text only once its mtime and ctime are
+# ``_RACY_NS`` old (as git's racily-clean rule): a rewrite in place after that moves
+# ctime, which no tool can set back, so an equal stat is the same text.
 _RACY_NS = 2_000_000_000
-_MAX_KNOWN = 1024
-_ref_texts: dict[str, tuple[tuple[int, int, int, int], str]] = {}
-# Where ``ref: <name>`` in a git directory points: the Path join normalises the name
-# (as it always did), and costs more than the stat it names.
-_ref_paths: dict[tuple[str, str], str] = {}
-# The files of a git directory that HEAD's value depends on: reftable, HEAD and
-# packed-refs, joined once per directory (each join costs about what a stat does).
-_head_files: dict[str, tuple[str, str, str]] = {}
+_ref_texts: Memo[str, tuple[tuple[int, int, int, int], str]] = Memo(
+    "ref file texts by stat",
+    max_entries=1024,
+    invalidation="when the file's (inode, size, mtime, ctime) differ",
+)
 
 
 def _ref_text(path: str, st: os.stat_result) -> str:
@@ -139,42 +150,36 @@ def _ref_text(path: str, st: os.stat_result) -> str:
         return known[1]
     text = _read_ref(path)
     if max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - _RACY_NS:
-        if len(_ref_texts) >= _MAX_KNOWN:
-            _ref_texts.clear()
-        _ref_texts[path] = (seen, text)
+        _ref_texts.put(path, (seen, text))
     return text
 
 
+# Never cleared: a pure function of its arguments (no file is read). The Path join
+# normalises the name, as it always did, and costs more than the stat it names; HEAD
+# is stamped 3-4 times a turn.
+@functools.lru_cache(maxsize=1024)
 def _ref_path(top: str, text: str) -> str:
-    key = (top, text)
-    known = _ref_paths.get(key)
-    if known is None:
-        known = str(Path(top) / text[5:].strip())
-        if len(_ref_paths) >= _MAX_KNOWN:
-            _ref_paths.clear()
-        _ref_paths[key] = known
-    return known
+    """Where ``ref: <name>`` in the git directory ``top`` points (the Path join
+    normalises the name)."""
+    return str(Path(top) / text[5:].strip())
 
 
-def _files_of(top: str) -> tuple[str, str, str]:
-    known = _head_files.get(top)
-    if known is None:
-        join = os.path.join
-        known = (join(top, "reftable"), join(top, "HEAD"), join(top, "packed-refs"))
-        if len(_head_files) >= _MAX_KNOWN:
-            _head_files.clear()
-        _head_files[top] = known
-    return known
+# Never cleared: a pure function of ``top``. The files of a git directory that HEAD's
+# value depends on (reftable, HEAD, packed-refs), joined once per directory: each join
+# costs about what a stat does.
+@functools.lru_cache(maxsize=1024)
+def _head_files(top: str) -> tuple[str, str, str]:
+    join = os.path.join
+    return join(top, "reftable"), join(top, "HEAD"), join(top, "packed-refs")
 
 
 def head_stamp(git_dir: str | Path) -> _Stamp | None:
     """What HEAD's value depends on, or None when it cannot be told by stat (a
     ``.git`` file of a worktree or submodule, a reftable, an unreadable HEAD)."""
-    # Plain strings: every turn stamps HEAD (for the snapshot's fingerprint) and a Path
-    # join costs more than the stat it names. Each string is what str() of the same
-    # Path join gives, so a stamp equals the one of a run before.
+    # Each string is what str() of the same Path join gives, so a stamp equals the one
+    # of a run before.
     top = os.fspath(git_dir)
-    reftable, head, packed = _files_of(top)
+    reftable, head, packed = _head_files(top)
     if present(reftable):
         return None  # refs in a reftable are not files a stat can watch
     try:
@@ -219,14 +224,12 @@ def git_revision(cwd: Path) -> str | None:
     stamp = head_stamp(marker)
     if stamp is None:
         return _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
-    with _revisions_lock:
-        known = _revisions.get(key)
+    known = _revisions.get(key)
     if known is not None and known[0] == stamp:
         return known[1]
     revision = _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
     if head_stamp(marker) == stamp:  # nothing moved while git answered
-        with _revisions_lock:
-            _revisions[key] = (stamp, revision)
+        _revisions.put(key, (stamp, revision))
     return revision
 
 

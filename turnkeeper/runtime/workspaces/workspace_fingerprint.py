@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from turnkeeper.memo import Memo
 from turnkeeper.runtime.workspaces.environment import environ_raw, environ_value
 from turnkeeper.runtime.workspaces.workspace import (
     discovery_overridden,
@@ -46,18 +47,33 @@ _SKIPPED_AT_TOP = frozenset({".git", ".turnkeeper"})
 # One entry of the worktree: path below the workspace, mode, inode, size, mtime, ctime.
 _Entry = tuple[str, int, int, int, int, int]
 
-# The user's global ignore files, by the values of the variables they derive from as
-# os.environ holds them, undecoded (each turn asks; decoding them cost more than the
-# lookups): the last one only — the environment of a running control plane rarely
-# changes, and a change is a new key. Building them as Paths cost more than stat-ing them.
+# Owned by :func:`_global_ignore_sources`, made at import, one per process; anyone may
+# clear it. The user's global ignore files, by the values of the variables they derive
+# from as os.environ holds them, undecoded (each turn asks; decoding them cost more
+# than the lookups). The key is the whole rule: another HOME or XDG_CONFIG_HOME is
+# another key, so an entry is never stale; only the last one is kept (the environment
+# of a running control plane rarely changes). Without HOME nothing is kept (see below).
 _GLOBAL_NAMES = ("HOME", "XDG_CONFIG_HOME")
-_global_sources: dict[tuple[object, ...], tuple[str, ...]] = {}
+_global_sources: Memo[tuple[object, ...], tuple[str, ...]] = Memo(
+    "the user's global ignore files, by HOME and XDG_CONFIG_HOME",
+    max_entries=1,
+    invalidation="never while the key holds: another HOME or XDG_CONFIG_HOME is a new key",
+)
+
+# Owned by :func:`_outside`, made at import, one per process; anyone may clear it.
 # Each workspace's git directory and every ignore source of it, by the workspace's
-# path, with the global ones they were built on.
-_sources: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {}
+# path, with the global ones they were built on: invalid when those are no longer the
+# very tuple _global_ignore_sources answers (checked by identity before serving).
+_sources: Memo[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = Memo(
+    "a workspace's git directory and ignore sources, by workspace",
+    max_entries=1024,
+    invalidation="when the global ignore sources it was built on are not the current ones",
+)
 
 
 def _global_ignore_sources() -> tuple[str, ...]:
+    """The user's global ignore files: git's ``ignore`` and ``config`` under
+    ``XDG_CONFIG_HOME`` (else ``~/.config``), and ``~/.gitconfig``."""
     raw = environ_raw(_GLOBAL_NAMES)
     known = _global_sources.get(raw)
     if known is not None:
@@ -69,8 +85,7 @@ def _global_ignore_sources() -> tuple[str, ...]:
     # Without HOME the home comes from the password database: asked at every call,
     # as git does, so nothing is kept under a key that does not name it.
     if raw[0] is not None:
-        _global_sources.clear()
-        _global_sources[raw] = known
+        _global_sources.put(raw, known)
     return known
 
 
@@ -85,9 +100,7 @@ def _outside(top: str) -> tuple[str, tuple[str, ...]]:
     git_dir = os.path.join(top, ".git")  # the same string as str() of a Path join
     exclude = os.path.join(git_dir, "info", "exclude")
     sources = (exclude, os.path.join(git_dir, "config"), *user)
-    if len(_sources) >= 1024:
-        _sources.clear()  # workspaces of sessions long gone
-    _sources[top] = (user, git_dir, sources)
+    _sources.put(top, (user, git_dir, sources))
     return git_dir, sources
 
 
