@@ -2,11 +2,13 @@
 
 * :func:`make_project` — a project made by the real ``turnkeeper init`` in a git
   repository, with ``sessions`` sessions, each on a goal of its own with one todo that
-  never completes, each working in a git repository of its own (copies of one
-  template repository made by ``git init`` and one commit: a copy is what a clone
-  holds, without a git process per workspace). The goals, todos and sessions are
-  written through the same services ``goal add``, ``todo add`` and ``session create``
-  use, on the project's store, so the store holds what those commands would write.
+  never completes (or, for working turns — :func:`working_host` — with a todo for
+  every turn, each completed by its turn), each working in a git repository of its
+  own (copies of one template repository made by ``git init`` and one commit: a copy
+  is what a clone holds, without a git process per workspace). The goals, todos and
+  sessions are written through the same services ``goal add``, ``todo add`` and
+  ``session create`` use, on the project's store, so the store holds what those
+  commands would write.
 * :class:`RunProcess` — ``turnkeeper run`` (the installed executable) in a child
   process, under GNU time (``/usr/bin/time -f '%e %U %S %M'``: a small C parent, so
   its ``ru_maxrss`` is the controller's own), its ``/proc/<pid>/stat`` and
@@ -53,6 +55,19 @@ GIT_IDENTITY = {
 }
 
 
+# A turn that does work: the host appends a line to a file of its workspace, a
+# different line every turn (its turn id), so every turn leaves a changed workspace
+# and takes a new snapshot; exit 0 completes its todo.
+WORKING_LINE = 'echo "{turn_id}" >> work.log'
+
+
+def working_host(seconds: float | None = None) -> list[str]:
+    """The working host's command; with ``seconds``, it sleeps that long first (a
+    ``sleep`` child of the shell): a turn of that much host time."""
+    pause = "" if seconds is None else f"sleep {seconds:g}; "
+    return ["sh", "-c", pause + WORKING_LINE]
+
+
 def turnkeeper_command() -> list[str]:
     """The console script installed beside this interpreter: what a user runs."""
     script = Path(sys.executable).with_name("turnkeeper")
@@ -77,11 +92,19 @@ class Project:
     build_s: float
 
 
-def make_project(work: Path, sessions: int, host_command: list[str], say: Say) -> Project:
+def make_project(
+    work: Path, sessions: int, host_command: list[str], say: Say, *, todos: int = 0
+) -> Project:
     """``work/project`` made by ``turnkeeper init``, with ``sessions`` sessions on the
-    ``subprocess`` host ``{"command": host_command, "complete_todo": "never"}``, each on
-    its own goal and todo, each in its own git workspace under ``work/workspaces``. The
-    todo is never done, so the sessions keep turning for as long as ``run`` lets them."""
+    ``subprocess`` host, each on its own goal, each in its own git workspace under
+    ``work/workspaces``.
+
+    ``todos`` 0: the host is ``{"command": host_command, "complete_todo": "never"}``
+    on one todo that is never done, so the sessions keep turning for as long as
+    ``run`` lets them. ``todos`` N: each goal has N todos and the host's exit 0
+    completes the turn's todo (``complete_todo: "on_success"``), so every turn finishes
+    one: a goal needs more todos than its session's turns, or it closes and its session
+    stops before the run's budget is spent."""
     t0 = time.perf_counter()
     root = git_workspace(work / "project")
     subprocess.run(
@@ -103,12 +126,14 @@ def make_project(work: Path, sessions: int, host_command: list[str], say: Say) -
             shutil.copytree(template, workspace, symlinks=True)
             goal_id, todo_id = f"goal-{i:04d}", f"todo-{i:04d}"
             goals.create(CreateGoal(goal_id=goal_id, title=f"fleet goal {i}"))
-            goals.submit(goal_id, AddTodo(todo=TodoSpec(todo_id=todo_id, title="never done")))
+            if todos == 0:
+                goals.submit(goal_id, AddTodo(todo=TodoSpec(todo_id=todo_id, title="never done")))
+            for j in range(todos):
+                spec = TodoSpec(todo_id=f"{todo_id}-{j:05d}", title=f"step {j}")
+                goals.submit(goal_id, AddTodo(todo=spec))
+            rule = "never" if todos == 0 else "on_success"
             state = service.create(
-                goal_id,
-                workspace,
-                "subprocess",
-                {"command": host_command, "complete_todo": "never"},
+                goal_id, workspace, "subprocess", {"command": host_command, "complete_todo": rule}
             )
             ids.append(state.session_id)
     finally:

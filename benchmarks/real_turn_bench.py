@@ -18,7 +18,22 @@ every round), medians over the rounds:
 (t) the in-process turn of ``turn_bench`` (its :class:`~benchmarks.turn_bench.TurnPeer`:
     no-op host, git workspace, the controller's load-plan-run_turn in one thread);
 (c) two bare fsync'd sqlite3 commits (``peers.BareCommit``): the floor of a turn
-    that records its intent before the host runs and its outcome after.
+    that records its intent before the host runs and its outcome after;
+(w) the working turn (:mod:`benchmarks.working_turn`): the same ``turnkeeper run`` on a
+    project whose host, ``sh -c 'echo "{turn_id}" >> work.log'``, changes the
+    workspace every turn and completes the turn's todo (the goal has a todo for every
+    turn; the project is put back as it was built before every run), so every turn
+    takes a new snapshot and retention prunes the oldest: what a turn that does work
+    costs. Its wall, the controller's own CPU and its reaped children's (host,
+    launcher, git) per turn;
+(h) that host command spawned bare from Python: its wall, and the CPU it costs. A
+    working turn's cost to turnkeeper, git included, is (w)'s own CPU plus its
+    children's minus (h)'s CPU; its wall overhead is (w) minus (h).
+
+Once, after the rounds, two more working runs of different lengths under ``strace
+-f -e trace=execve`` count the processes a steady working turn starts, by program
+(:mod:`benchmarks.child_processes`; skipped, and said so, without strace; not with
+``--smoke``).
 
 With ``--before COMMIT`` (or a directory holding a ``turnkeeper/`` package), every round
 also runs (r) on that commit's code, exported with ``git archive``, and this code runs
@@ -57,6 +72,7 @@ from benchmarks._common import (
     run_in_directory,
     timed,
 )
+from benchmarks.child_processes import ExecCount, count_execs, render_counts
 from benchmarks.commands_bench import code_of, this_code
 from benchmarks.peers import BareCommit
 from benchmarks.pyspy_summary import render_pyspy, summarise
@@ -69,12 +85,17 @@ from benchmarks.real_run import (
     make_project,
     profile_phases,
     profiler_available,
+    working_host,
 )
 from benchmarks.turn_bench import TURN, TurnPeer
 from benchmarks.turn_log import read_turns, steady_window, steps_in
+from benchmarks.working_turn import BareHost, WorkingTurns
 
 TARGET_CPU_MS = 2.0
 TARGET_OVERHEAD_MS = 5.0
+# A working turn's CPU, every process it starts included (git, the host's launcher),
+# the host's own work left out.
+TARGET_WORKING_CPU_MS = 5.0
 PROFILE_RUN_FACTOR = 5  # the profiled run's turns, in measured runs
 REAL, LINES, SPAWN, IN_PROCESS, TWO_COMMITS, BEFORE, BEFORE_LINES = (
     "real_turn",
@@ -85,6 +106,7 @@ REAL, LINES, SPAWN, IN_PROCESS, TWO_COMMITS, BEFORE, BEFORE_LINES = (
     "real_turn_before",
     "real_turn_lines_before",
 )
+WORKING, WORKING_HOST = "working_turn", "bare_spawn_working_host"
 LABELS = {
     REAL: "(r) real turn: turnkeeper run, host `true`, wall per turn",
     BEFORE: "(r) on the --before code",
@@ -93,6 +115,8 @@ LABELS = {
     SPAWN: '(s) subprocess.run(["true"]) from Python',
     IN_PROCESS: "(t) in-process turn (turn_bench: no-op host, git workspace)",
     TWO_COMMITS: "(c) two bare fsync'd sqlite3 commits",
+    WORKING: "(w) working turn: host appends a line, completes its todo",
+    WORKING_HOST: "(h) the working host's command spawned from Python",
 }
 
 
@@ -100,14 +124,18 @@ LABELS = {
 class Settings:
     rounds: int
     turns_per_run: int
-    ops_per_round: int  # of (s), (t) and (c)
+    ops_per_round: int  # of (s), (t), (c) and (h)
     profile: bool = True
     before: str | None = None  # a commit, or a directory holding a turnkeeper/ package
+    # The two traced working runs' lengths (turns) that count a turn's processes.
+    count_turns: tuple[int, int] | None = (10, 30)
 
 
-FULL = Settings(rounds=5, turns_per_run=300, ops_per_round=200)
+FULL = Settings(rounds=5, turns_per_run=300, ops_per_round=200, count_turns=(20, 60))
 QUICK = Settings(rounds=3, turns_per_run=300, ops_per_round=100)
-SMOKE = Settings(rounds=2, turns_per_run=6, ops_per_round=3, profile=False)
+# No traced runs: they would double its time; tests/benchmarks test_child_processes
+# counts a traced command's processes instead.
+SMOKE = Settings(rounds=2, turns_per_run=6, ops_per_round=3, profile=False, count_turns=None)
 
 
 @dataclass
@@ -124,6 +152,20 @@ class Round:
     before_cpu_ms_per_turn: float | None = None  # (r) on the --before code
     lines_cpu_ms_per_turn: float = 0.0  # (l)
     before_lines_cpu_ms_per_turn: float | None = None  # (l) on the --before code
+    # (w), per turn of its steady window, and (h)'s CPU per spawn.
+    working_cpu_ms_per_turn: float = 0.0
+    working_children_cpu_ms_per_turn: float = 0.0
+    working_window_turns: int = 0
+    working_todos_done: int = 0
+    working_steps_ms: dict[str, float] = field(default_factory=dict)
+    working_host_cpu_ms: float = 0.0
+
+    @property
+    def working_cost_cpu_ms(self) -> float:
+        """turnkeeper's CPU per working turn, git included: (w)'s own and children's,
+        minus (h)'s (the host's own work)."""
+        own = self.working_cpu_ms_per_turn + self.working_children_cpu_ms_per_turn
+        return own - self.working_host_cpu_ms
 
 
 @dataclass
@@ -148,6 +190,16 @@ class Results:
     cpu_ratio_to_before_median: float | None = None
     lines_controller_cpu_ms_per_turn: float = 0.0  # (l), the median of the rounds
     before_lines_controller_cpu_ms_per_turn: float | None = None
+    # (w) and (h): medians of the rounds; the cost and the wall overhead per round too.
+    working_controller_cpu_ms_per_turn: float = 0.0
+    working_children_cpu_ms_per_turn: float = 0.0
+    working_host_cpu_ms: float = 0.0
+    working_cost_cpu_ms_per_turn: float = 0.0  # own + children - host
+    working_cost_per_round: list[float] = field(default_factory=list)
+    working_wall_overhead_ms: float = 0.0  # (w) - (h)
+    working_round_overhead_ms: list[float] = field(default_factory=list)
+    working_steps_ms: dict[str, float] = field(default_factory=dict)
+    child_processes: ExecCount | None = None
 
 
 class RealTurns:
@@ -213,6 +265,23 @@ def _measure_lines(real: RealTurns, turns: int, into: Round, before: bool = Fals
     return wall
 
 
+def _measure_working(working: WorkingTurns, turns: int, into: Round) -> float:
+    """(w): its figures into ``into``; its wall ms per turn."""
+    run = working.measure(turns)
+    into.working_cpu_ms_per_turn = run.controller_cpu_ms
+    into.working_children_cpu_ms_per_turn = run.children_cpu_ms
+    into.working_window_turns = run.window_turns
+    into.working_todos_done = run.todos_done
+    into.working_steps_ms = run.steps_ms
+    return run.wall_ms
+
+
+def _measure_host(host: BareHost, n: int, into: Round) -> float:
+    """(h): its CPU per spawn into ``into``; its median wall ms."""
+    wall_ms, into.working_host_cpu_ms = host.samples(n)
+    return wall_ms
+
+
 def _spawn_true() -> None:
     subprocess.run(["true"], check=True)
 
@@ -231,6 +300,10 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         (work / "inproc").mkdir()
         in_process = TurnPeer(work / "inproc", TURN, git=True)
         bare = BareCommit(work)
+        # One goal for every run: todos for the longest run, or both traced runs.
+        todos = max(settings.turns_per_run, sum(settings.count_turns or (0,))) + 1
+        working = WorkingTurns(work / "working", say, todos, this_code() if before else None)
+        host = BareHost(work / "bare-host", working_host())
         n = settings.ops_per_round
         in_process.samples(max(n // 10, 1))  # warm-up: its first turn is a start
         measures: dict[str, Callable[[Round], float]] = {
@@ -239,6 +312,8 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
             SPAWN: lambda _: statistics.median(timed(_spawn_true, n)) / 1000,
             IN_PROCESS: lambda _: statistics.median(in_process.samples(n)) / 1000,
             TWO_COMMITS: lambda _: statistics.median(_pairs(bare.samples(2 * n))) / 1000,
+            WORKING: lambda r: _measure_working(working, settings.turns_per_run, r),
+            WORKING_HOST: lambda r: _measure_host(host, n, r),
         }
         if before is not None:
             say(f"--before: {before}")
@@ -259,6 +334,10 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                 res.in_process_vs_two_commits.append(
                     now.wall_ms[IN_PROCESS] / now.wall_ms[TWO_COMMITS]
                 )
+                res.working_cost_per_round.append(now.working_cost_cpu_ms)
+                res.working_round_overhead_ms.append(
+                    now.wall_ms[WORKING] - now.wall_ms[WORKING_HOST]
+                )
                 if now.before_cpu_ms_per_turn:
                     res.cpu_ratio_to_before.append(
                         now.controller_cpu_ms_per_turn / now.before_cpu_ms_per_turn
@@ -267,6 +346,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                     f"round {i + 1}/{settings.rounds} (load {load_average()[0]}): "
                     + ", ".join(f"{k} {v:.2f} ms" for k, v in now.wall_ms.items())
                     + f"; controller {now.controller_cpu_ms_per_turn:.2f} ms CPU/turn"
+                    + f"; working turn {now.working_cost_cpu_ms:.2f} ms CPU/turn with children"
                 )
             if settings.profile and profiler_available(say):
                 say("one more run under py-spy ...")
@@ -279,6 +359,12 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                         "run": asdict(profiled),
                         **summarise(real.profiles["steady"], PROFILE_RATE_HZ).as_json(),
                     }
+            if settings.count_turns is not None:
+                short, long = settings.count_turns
+                say(f"counting a working turn's processes: runs of {short} and {long} turns")
+                project = working.pristine.restore()
+                counts = count_execs(project, short, long, work / "count", say)
+                res.child_processes = counts
         finally:
             in_process.close()
             bare.close()
@@ -311,11 +397,33 @@ def _summarise(res: Results, names: list[str]) -> None:
         res.cpu_ratio_to_before_median = statistics.median(res.cpu_ratio_to_before)
     for step in res.rounds[0].steps_ms:
         res.steps_ms[step] = statistics.median(r.steps_ms.get(step, 0.0) for r in res.rounds)
+    _summarise_working(res)
     res.machine["loadavg_end"] = load_average()
     res.targets = {
         "controller_cpu_ms_per_turn": judged(res.controller_cpu_ms_per_turn, at_most=TARGET_CPU_MS),
         "wall_overhead_ms_per_turn": judged(res.wall_overhead_ms, at_most=TARGET_OVERHEAD_MS),
+        "working_turn_cpu_ms_with_children": judged(
+            res.working_cost_cpu_ms_per_turn, at_most=TARGET_WORKING_CPU_MS
+        ),
     }
+
+
+def _summarise_working(res: Results) -> None:
+    """(w) and (h): the medians of the rounds into ``res``."""
+    rounds = res.rounds
+    res.working_controller_cpu_ms_per_turn = statistics.median(
+        r.working_cpu_ms_per_turn for r in rounds
+    )
+    res.working_children_cpu_ms_per_turn = statistics.median(
+        r.working_children_cpu_ms_per_turn for r in rounds
+    )
+    res.working_host_cpu_ms = statistics.median(r.working_host_cpu_ms for r in rounds)
+    res.working_cost_cpu_ms_per_turn = statistics.median(res.working_cost_per_round)
+    res.working_wall_overhead_ms = statistics.median(res.working_round_overhead_ms)
+    for step in rounds[0].working_steps_ms:
+        res.working_steps_ms[step] = statistics.median(
+            r.working_steps_ms.get(step, 0.0) for r in rounds
+        )
 
 
 def render(res: Results, console: Console) -> None:
@@ -354,12 +462,23 @@ def render(res: Results, console: Console) -> None:
             f"controller CPU, this code / --before (per round: {per_round})",
             f"{res.cpu_ratio_to_before_median:.2f}x",
         )
+    for label, ms in (
+        ("(w) controller CPU per turn (own threads)", res.working_controller_cpu_ms_per_turn),
+        ("(w) reaped children's CPU per turn (host, git)", res.working_children_cpu_ms_per_turn),
+        ("(h) the working host's own CPU per spawn", res.working_host_cpu_ms),
+        ("(w) CPU with children - (h) CPU, per-round median", res.working_cost_cpu_ms_per_turn),
+        ("(w) - (h) wall, per-round median", res.working_wall_overhead_ms),
+    ):
+        table.add_row(label, f"{ms:.2f}")
     console.print(table)
     steps = Table(title="where a real turn's wall time goes (its events' own timestamps)")
-    add_columns(steps, "from one event to the next", "median ms")
-    for step, ms in res.steps_ms.items():
-        steps.add_row(step, f"{ms:.2f}")
+    add_columns(steps, "from one event to the next", "(r) median ms", "(w) median ms")
+    for step in {**res.steps_ms, **res.working_steps_ms}:
+        cells = (res.steps_ms.get(step), res.working_steps_ms.get(step))
+        steps.add_row(step, *("-" if ms is None else f"{ms:.2f}" for ms in cells))
     console.print(steps)
+    if res.child_processes is not None:
+        render_counts(res.child_processes, console)
     render_targets(res.targets, console)
     render_machine(res.machine, console)
     if res.profile:

@@ -160,19 +160,35 @@ def test_run_all_smoke_combines_the_parts() -> None:
 
 
 def _check_fleet(res: dict[str, Any]) -> None:
-    assert {"machine", "settings", "sizes", "bare_host_cpu_ms", "targets"} <= set(res)
-    assert set(res["sizes"]) == {"1", "2"}
+    assert {
+        "machine",
+        "settings",
+        "sizes",
+        "bare_host_cpu_ms",
+        "working_sizes",
+        "bare_working_host_cpu_ms",
+        "targets",
+    } <= set(res)
+    assert set(res["sizes"]) == set(res["working_sizes"]) == {"1", "2"}
     rounds = res["settings"]["rounds"]
-    for key, size in res["sizes"].items():
-        assert size["sessions"] == int(key)
-        (point,) = size["runs"]
-        assert point["turns"] == int(key) * rounds  # every turn the budget allowed ran
-        assert point["window_turns"] > 0
-        assert point["turns_per_s"] > 0
-        assert point["max_rss_mib"] > 0  # GNU time measured the controller
-        assert {"ratio_to_ideal", "controller_cpu_ms_per_turn", "children_cpu_ms_per_turn"} <= set(
-            size["median"]
-        )
+    for working, sizes in ((False, res["sizes"]), (True, res["working_sizes"])):
+        for key, size in sizes.items():
+            assert size["sessions"] == int(key)
+            (point,) = size["runs"]
+            assert point["turns"] == int(key) * rounds  # every turn the budget allowed ran
+            # A working turn completes its todo; a turn that changes nothing never does.
+            assert point["todos_done"] == (point["turns"] if working else 0)
+            assert point["window_turns"] > 0
+            assert point["turns_per_s"] > 0
+            assert point["max_rss_mib"] > 0  # GNU time measured the controller
+            medians = {
+                "ratio_to_ideal",
+                "controller_cpu_ms_per_turn",
+                "children_cpu_ms_per_turn",
+                "cpu_with_children_ms_per_turn",
+            }
+            assert medians <= set(size["median"])
+            assert ("cost_cpu_ms_per_turn" in size["median"]) == working
     assert res["targets"] == {}  # the targets are for 64 and 256 sessions
 
 
@@ -184,13 +200,34 @@ def _check_real_turn(res: dict[str, Any]) -> None:
         "bare_spawn_true",
         "in_process_turn",
         "two_commits",
+        "working_turn",
+        "bare_spawn_working_host",
     }
     assert all(ms > 0 for ms in res["median_ms"].values())
     assert len(res["rounds"]) == res["settings"]["rounds"]
     assert all(r["window_turns"] > 0 for r in res["rounds"])
     assert all(r["lines_cpu_ms_per_turn"] > 0 for r in res["rounds"])
     assert len(res["round_overhead_ms"]) == len(res["rounds"])
-    assert set(res["targets"]) == {"controller_cpu_ms_per_turn", "wall_overhead_ms_per_turn"}
+    # Every working turn completed its todo: the host did its work on every turn.
+    turns = res["settings"]["turns_per_run"]
+    assert all(r["working_todos_done"] == turns for r in res["rounds"])
+    assert all(r["working_window_turns"] > 0 for r in res["rounds"])
+    assert len(res["working_cost_per_round"]) == len(res["rounds"])
+    assert len(res["working_round_overhead_ms"]) == len(res["rounds"])
+    assert {
+        "working_controller_cpu_ms_per_turn",
+        "working_children_cpu_ms_per_turn",
+        "working_host_cpu_ms",
+        "working_cost_cpu_ms_per_turn",
+        "working_wall_overhead_ms",
+        "working_steps_ms",
+        "child_processes",  # not counted under --smoke (tests/benchmarks/test_child_processes)
+    } <= set(res)
+    assert set(res["targets"]) == {
+        "controller_cpu_ms_per_turn",
+        "wall_overhead_ms_per_turn",
+        "working_turn_cpu_ms_with_children",
+    }
     for target in res["targets"].values():
         _check_target(target)
 
@@ -241,3 +278,17 @@ def test_turn_instructions_smoke() -> None:
         )
     # HEAD's code beside the checkout's: the same work, counted the same way.
     assert 0.5 < res["ratio_to_before"] < 2.0
+
+
+def test_goal_size_bench_smoke() -> None:
+    res = _run("benchmarks.goal_size_bench")
+    assert {"machine", "rounds", "sizes"} <= set(res)
+    sizes = res["sizes"]
+    assert [s["todos"] for s in sizes] == [10, 200, 10]
+    assert sizes[-1]["evidence"] == 300
+    for size in sizes:
+        assert set(size["ratios"]) == {"add_todo_ms", "record_evidence_ms", "show_ms", "status_ms"}
+        assert size["add_todo_ms"] > 0 and size["status_ms"] > 0
+    # The projection of the bigger goals really is bigger: the goal was grown.
+    assert sizes[1]["projection_bytes"] > sizes[0]["projection_bytes"]
+    assert sizes[2]["projection_bytes"] > sizes[0]["projection_bytes"]

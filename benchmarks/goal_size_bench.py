@@ -1,0 +1,227 @@
+"""Goal size: does one more write cost the same on a goal that has lived for days?
+
+Run ``python -m benchmarks.goal_size_bench`` (``--quick``, ``--smoke``, ``--json``).
+For each size — a goal holding N todos (10, 1,000, 10,000) and a goal holding
+100,000 evidence records — in its own embedded project (``turnkeeper init`` in a
+git repository on the project's disk), measured side by side in one run:
+
+* **add a todo**: ``Project.todos.add`` — one proposal decided and appended, as
+  ``turnkeeper todo add`` does (median of the rounds);
+* **record evidence**: one evidence record through the goal service (the kernel's
+  ``record_evidence``, what ``turnkeeper evidence record`` appends after its command);
+* **show the goal**: ``Project.goals.show`` on a freshly opened project (a cold read,
+  as ``goal show`` is);
+* **status**: ``Project.status()`` on a freshly opened project;
+* the goal's projection size in bytes (what is rewritten on every write today).
+
+The goal is grown to its size through the service itself, in one decided batch (all
+the ``AddTodo`` / ``RecordEvidence`` proposals decided on the evolving state, one
+append): the same events and projection a user's thousands of writes would leave,
+without paying for them one by one in the setup. Sizes rotate within each round so
+machine noise hits them alike. Reported: medians, and each size's ratio to the
+smallest goal (the target is within 2x).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks._common import (
+    announce_machine,
+    benchmark_arguments,
+    chosen_settings,
+    progress_printer,
+    run_in_directory,
+    table_console,
+)
+from turnkeeper import Project
+from turnkeeper.kernel.decide import decide_goal
+from turnkeeper.kernel.events import GoalEvent
+from turnkeeper.kernel.model import GoalState
+from turnkeeper.kernel.proposals import AddTodo, GoalProposal, RecordEvidence, TodoSpec
+from turnkeeper.runtime.log.streams import decide_and_append
+from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream, index_entries
+
+GOAL = "g-size"
+
+
+@dataclass
+class Settings:
+    rounds: int
+    todo_sizes: tuple[int, ...]
+    evidence_size: int
+
+
+FULL = Settings(rounds=15, todo_sizes=(10, 1_000, 10_000), evidence_size=100_000)
+QUICK = Settings(rounds=7, todo_sizes=(10, 1_000, 10_000), evidence_size=20_000)
+SMOKE = Settings(rounds=2, todo_sizes=(10, 200), evidence_size=300)
+
+
+@dataclass
+class Size:
+    """One goal's figures, in milliseconds (medians) and bytes."""
+
+    label: str
+    todos: int
+    evidence: int
+    projection_bytes: int = 0
+    add_todo_ms: list[float] = field(default_factory=list)
+    record_evidence_ms: list[float] = field(default_factory=list)
+    show_ms: list[float] = field(default_factory=list)
+    status_ms: list[float] = field(default_factory=list)
+
+    def medians(self) -> dict[str, float]:
+        return {
+            "add_todo_ms": statistics.median(self.add_todo_ms),
+            "record_evidence_ms": statistics.median(self.record_evidence_ms),
+            "show_ms": statistics.median(self.show_ms),
+            "status_ms": statistics.median(self.status_ms),
+        }
+
+
+def _grow(project: Project, proposals: Iterator[GoalProposal]) -> None:
+    """Decide every proposal on the evolving goal and append them all at once."""
+    now = datetime.now(UTC)
+
+    def decide(state: GoalState | None) -> list[GoalEvent]:
+        events: list[GoalEvent] = []
+        for proposal in proposals:
+            decided = decide_goal(state, proposal, now)
+            for event in decided:
+                state = GOAL_CODEC.evolve_event(state, event)
+            events += decided
+        return events
+
+    decide_and_append(project.store, GOAL_CODEC, goal_stream(GOAL), decide, index=index_entries)
+
+
+def _todos(n: int, prefix: str) -> Iterator[GoalProposal]:
+    for i in range(n):
+        yield AddTodo(todo=TodoSpec(todo_id=f"{prefix}{i}", title=f"Write part {i} of the parser"))
+
+
+def _evidence(n: int, prefix: str) -> Iterator[GoalProposal]:
+    for i in range(n):
+        yield RecordEvidence(
+            evidence_id=f"{prefix}{i}",
+            command="pytest -q tests/test_parser.py",
+            key="tests",
+            revision="0" * 40,
+            tree="1" * 40,
+            exit_code=0,
+            output_digest="2" * 64,
+            output_tail="42 passed in 1.20s",
+            freshness_seconds=3600,
+        )
+
+
+def _project(root: Path, todos: int, evidence: int) -> Path:
+    root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text(".turnkeeper/\n")
+    with Project.init(root) as project:
+        project.goals.add("Ship the parser", goal_id=GOAL)
+        _grow(project, _todos(todos, "t"))
+        _grow(project, _evidence(evidence, "e"))
+    return root
+
+
+def _timed_ms(op: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    op()
+    return (time.perf_counter() - started) * 1000
+
+
+def _round(size: Size, root: Path, n: int) -> None:
+    with Project.open(root) as project:
+        size.show_ms.append(_timed_ms(lambda: project.goals.show(GOAL)))
+    with Project.open(root) as project:
+        size.status_ms.append(_timed_ms(project.status))
+        size.add_todo_ms.append(
+            _timed_ms(lambda: project.todos.add(GOAL, f"One more todo {n}", todo_id=f"x{n}"))
+        )
+        record = next(_evidence(1, f"x{n}-"))
+        goals = GoalService(project.store)
+        size.record_evidence_ms.append(_timed_ms(lambda: goals.submit(GOAL, record)))
+        projection = project.store.read_projection(goal_stream(GOAL))
+        size.projection_bytes = len(projection.state) if projection is not None else 0
+
+
+def measure(settings: Settings, work: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    info = announce_machine(work, say)
+    sizes = [Size(f"{n} todos", n, 0) for n in settings.todo_sizes]
+    sizes.append(Size(f"{settings.evidence_size} evidence", 10, settings.evidence_size))
+    roots = []
+    for n, size in enumerate(sizes):
+        say(f"growing a goal to {size.label}")
+        roots.append(_project(work / f"p{n}", size.todos, size.evidence))
+    for r in range(settings.rounds):
+        order = list(range(len(sizes)))
+        order = order[r % len(order) :] + order[: r % len(order)]  # rotate: noise hits all
+        for i in order:
+            _round(sizes[i], roots[i], r)
+        say(f"round {r + 1}/{settings.rounds}")
+    base = sizes[0].medians()
+    rows = []
+    for size in sizes:
+        medians = size.medians()
+        rows.append(
+            {
+                "size": size.label,
+                "todos": size.todos,
+                "evidence": size.evidence,
+                "projection_bytes": size.projection_bytes,
+                **medians,
+                "ratios": {k: medians[k] / base[k] for k in medians},
+            }
+        )
+    return {"machine": info, "rounds": settings.rounds, "sizes": rows}
+
+
+def render(results: dict[str, Any], console: Console) -> None:
+    table = Table(title="one more write on a goal of each size (medians, ms; ratio to smallest)")
+    for column in ("goal", "projection", "add a todo", "record evidence", "goal show", "status"):
+        table.add_column(column, justify="right" if column != "goal" else "left")
+    for row in results["sizes"]:
+        ratios = row["ratios"]
+
+        def cell(key: str, row: dict[str, Any] = row, ratios: dict[str, float] = ratios) -> str:
+            return f"{row[key]:.2f} ({ratios[key]:.1f}x)"
+
+        table.add_row(
+            row["size"],
+            f"{row['projection_bytes'] / 1024:.0f} KiB",
+            cell("add_todo_ms"),
+            cell("record_evidence_ms"),
+            cell("show_ms"),
+            cell("status_ms"),
+        )
+    console.print(table)
+
+
+def main() -> None:
+    parser = benchmark_arguments(__doc__, "7 rounds, 20,000 evidence records")
+    args = parser.parse_args()
+    settings = chosen_settings(args, FULL, QUICK, SMOKE)
+    say = progress_printer(args.json)
+    results = run_in_directory(None, "goal-size-", lambda work: measure(settings, work, say))
+    if args.json:
+        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+    else:
+        render(results, table_console())
+
+
+if __name__ == "__main__":
+    main()
