@@ -200,7 +200,10 @@ def test_an_agent_emitting_400k_events_completes_its_turn_within_the_caps(
 
     outputs = [("note", {"i": i, "step": "thinking"}) for i in range(count)]
     _expect_truncated(user_project, sid, outputs)
-    kept = sum(len(_encoded(k, d)) for k, d in outputs[:MAX_EVENTS])
+    # Each kept event is journaled with the time its line was read ("at", an ISO
+    # timestamp with microseconds): part of what the store keeps per event.
+    stamp = len(',"at":""') + len("2026-12-07T05:50:37.123456Z")
+    kept = sum(len(_encoded(k, d)) + stamp for k, d in outputs[:MAX_EVENTS])
     # The event cap, not the byte cap, cut this one: the store grew by what it kept.
     assert growth <= kept + STORE_ALLOWANCE, (growth, kept)
     assert growth <= MAX_OUTPUT_BYTES + STORE_ALLOWANCE
