@@ -132,7 +132,9 @@ def test_session_and_turn_show_keep_refs_and_paths_whole_at_80_columns(
     shown = user_project.tk("session", "show", sid, env=narrow).stdout.splitlines()
     assert f"  workspace {user_project.root}" in shown, shown
     last = re.compile(
-        rf"  last snapshot: turn {snapshot['turn_id']}, kernel seq \d+, revision \w{{12}}"
+        rf"  last snapshot: turn {snapshot['turn_id']}, kernel seq \d+, "
+        rf"snapshot {snapshot['workspace_commit'][:12]} "
+        rf"\(tree {snapshot['workspace_tree'][:12]}, on HEAD \w{{12}}\)"
     )
     assert any(last.fullmatch(line) for line in shown), shown
 
