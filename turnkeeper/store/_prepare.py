@@ -7,6 +7,7 @@ backend refuses is refused alike by every backend.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
@@ -19,10 +20,40 @@ from turnkeeper.store._checksum import (
     projection_checksum,
 )
 from turnkeeper.store._rows import EventColumns
-from turnkeeper.store.records import IndexEntry, NewEvent
+from turnkeeper.store.records import IndexEntry, NewEvent, StreamAppend
 
 if TYPE_CHECKING:
     from turnkeeper.store._writer import AppendRequest, StreamWrite
+
+
+def prepare_writes(appends: Sequence[StreamAppend]) -> list[StreamWrite]:
+    """``append_many``'s parts checked and built, each with :func:`prepare_write`: at
+    least one part, no stream twice, one moment for all their events."""
+    if not appends:
+        raise InvalidArgument("append_many needs at least one part", reason="no_appends")
+    recorded_at = time.time_ns() // 1000
+    seen: set[str] = set()
+    for i, a in enumerate(appends):
+        if a.stream_id in seen:
+            raise InvalidArgument(
+                f"stream {a.stream_id!r} appears twice in one append_many",
+                reason="duplicate_stream",
+                details={"stream_id": a.stream_id, "part": i},
+            )
+        seen.add(a.stream_id)
+    return [
+        prepare_write(
+            a.stream_id,
+            a.kind,
+            a.expected_seq,
+            a.events,
+            a.projection_state,
+            a.projection_schema_version,
+            a.index,
+            recorded_at,
+        )
+        for a in appends
+    ]
 
 
 def prepare_write(

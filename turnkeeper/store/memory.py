@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from turnkeeper.errors import DataLoss, FailedPrecondition, InvalidArgument
 from turnkeeper.store._guards import confirm_stream_end, listed_projections
 from turnkeeper.store._memory_tables import MemoryDatabase
-from turnkeeper.store._prepare import check_id, prepare_write
+from turnkeeper.store._prepare import check_id, prepare_write, prepare_writes
 from turnkeeper.store._rows import (
     check_contiguous,
     event_from_row,
@@ -83,31 +83,7 @@ class MemoryEventStore(EventStore):
         return part.new_head
 
     def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
-        if not appends:
-            raise InvalidArgument("append_many needs at least one part", reason="no_appends")
-        recorded_at = time.time_ns() // 1000  # one call, one moment for all its events
-        seen: set[str] = set()
-        for i, a in enumerate(appends):
-            if a.stream_id in seen:
-                raise InvalidArgument(
-                    f"stream {a.stream_id!r} appears twice in one append_many",
-                    reason="duplicate_stream",
-                    details={"stream_id": a.stream_id, "part": i},
-                )
-            seen.add(a.stream_id)
-        parts = [
-            prepare_write(
-                a.stream_id,
-                a.kind,
-                a.expected_seq,
-                a.events,
-                a.projection_state,
-                a.projection_schema_version,
-                a.index,
-                recorded_at,
-            )
-            for a in appends
-        ]
+        parts = prepare_writes(appends)
         self._check_open()
         self.database.commit(parts)
         return [part.new_head for part in parts]

@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument
@@ -25,7 +24,7 @@ from turnkeeper.store._guards import (
     listed_projections,
 )
 from turnkeeper.store._migrate import ensure_schema
-from turnkeeper.store._prepare import append_types, check_id, prepare_write
+from turnkeeper.store._prepare import append_types, check_id, prepare_write, prepare_writes
 from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import (
     check_contiguous,
@@ -49,7 +48,7 @@ from turnkeeper.store.records import (
 if TYPE_CHECKING:
     # Imported by the first append (SqlEventStore._the_writer): a command that only
     # reads never imports the append path.
-    from turnkeeper.store._writer import GroupCommitWriter, StreamWrite
+    from turnkeeper.store._writer import GroupCommitWriter
 
 # How often the offset between this machine's clock and the database's is read again
 # (between reads, time on the database's clock is this machine's plus the offset).
@@ -138,31 +137,7 @@ class SqlEventStore(EventStore):
         return part.new_head
 
     def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
-        if not appends:
-            raise InvalidArgument("append_many needs at least one part", reason="no_appends")
-        recorded_at = time.time_ns() // 1000
-        parts: list[StreamWrite] = []
-        seen: set[str] = set()
-        for i, a in enumerate(appends):
-            if a.stream_id in seen:
-                raise InvalidArgument(
-                    f"stream {a.stream_id!r} appears twice in one append_many",
-                    reason="duplicate_stream",
-                    details={"stream_id": a.stream_id, "part": i},
-                )
-            seen.add(a.stream_id)
-            parts.append(
-                prepare_write(
-                    a.stream_id,
-                    a.kind,
-                    a.expected_seq,
-                    a.events,
-                    a.projection_state,
-                    a.projection_schema_version,
-                    a.index,
-                    recorded_at,
-                )
-            )
+        parts = prepare_writes(appends)
         self._check_open()
         _, request = append_types()
         self._the_writer().submit(request(parts, durable))
@@ -306,17 +281,6 @@ class SqlEventStore(EventStore):
             if self._wakeups is not None:
                 self._wakeups.close()
             self._connections.dispose()
-
-    def __enter__(self) -> SqlEventStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _check_open(self) -> None:
         if self._closed:
