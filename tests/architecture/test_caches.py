@@ -1,4 +1,4 @@
-"""Every process-global memo of the package is listed in docs/caches.md, with its rule.
+"""Every process-global memo of the product is listed in docs/caches.md, with its rule.
 
 A module-level dict, set or list that a module fills as it runs, a ``Memo``, and a
 function under ``functools.cache`` / ``lru_cache`` are state that outlives any one
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-import turnkeeper
+from tests.architecture.product import REPO, product_modules
 from turnkeeper.memo import Memo
 
-ROOT = Path(turnkeeper.__file__).parent
-DOC = ROOT.parent / "docs" / "caches.md"
+DOC = REPO / "docs" / "caches.md"
 # The containers a module may fill as it runs (a constant table is a tuple, a
 # frozenset or a literal with entries).
 _CONTAINERS = ("dict[", "set[", "list[")
@@ -85,15 +83,15 @@ def memos_in(source: str) -> list[str]:
 
 def package_memos() -> set[str]:
     return {
-        f"{path.relative_to(ROOT.parent).as_posix()}:{name}"
-        for path in sorted(ROOT.rglob("*.py"))
+        f"{path.relative_to(REPO).as_posix()}:{name}"
+        for path in product_modules()
         for name in memos_in(path.read_text())
     }
 
 
 def listed_memos() -> set[str]:
     """Every ``path.py:name`` in backquotes in docs/caches.md."""
-    return set(re.findall(r"`(turnkeeper/[\w/]+\.py:\w+)`", DOC.read_text()))
+    return set(re.findall(r"`(turnkeeper(?:_chaos)?/[\w/]+\.py:\w+)`", DOC.read_text()))
 
 
 def test_every_memo_of_the_package_is_listed_with_its_rule() -> None:

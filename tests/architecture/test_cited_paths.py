@@ -1,13 +1,14 @@
 """Every repository path the prose cites exists.
 
 The docs (docs/*.md, README.md) and the comments and docstrings under turnkeeper/
-point readers at files: ``turnkeeper/crashpoints.py``, ``runtime/turn/driver.py``,
-``store/_reads.py``, ``docs/design.md``, ``tests/usage/test_upgrade.py``. A cited
-path is resolved against the repository root, then against turnkeeper/; one that
-resolves nowhere fails here, naming where it is cited. A path counts as a citation
-when it starts at the repository's top (``turnkeeper/``, ``tests/``, ``docs/``) or
-at one of turnkeeper's packages. Examples are not citations: what a fenced block of
-a document or a literal block (``::``) of a docstring shows is somebody's project.
+(and under turnkeeper_chaos/, the chaos harness beside it) point readers at files:
+``turnkeeper/crashpoints.py``, ``runtime/turn/driver.py``, ``store/_reads.py``,
+``docs/design.md``, ``tests/usage/test_upgrade.py``. A cited path is resolved against
+the repository root, then against turnkeeper/; one that resolves nowhere fails here,
+naming where it is cited. A path counts as a citation when it starts at the
+repository's top (``turnkeeper/``, ``turnkeeper_chaos/``, ``tests/``, ``docs/``) or at
+one of turnkeeper's packages. Examples are not citations: what a fenced block of a
+document or a literal block (``::``) of a docstring shows is somebody's project.
 """
 
 from __future__ import annotations
@@ -17,14 +18,11 @@ import io
 import re
 import tokenize
 from collections.abc import Iterator
-from pathlib import Path
 
-import turnkeeper
+from tests.architecture.product import HARNESS, PACKAGE, REPO, product_modules
 
-PACKAGE = Path(turnkeeper.__file__).parent
-REPO = PACKAGE.parent
 ROOTS = sorted(
-    {"turnkeeper", "tests", "docs"}
+    {"turnkeeper", HARNESS.name, "tests", "docs"}
     | {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")}
 )
 CITATION = re.compile(
@@ -86,7 +84,7 @@ def all_citations() -> list[tuple[str, int, str]]:
         where = doc.relative_to(REPO).as_posix()
         lines = markdown_prose(doc.read_text(encoding="utf-8"))
         found += [(where, n, cited) for n, cited in citations(lines)]
-    for module in sorted(PACKAGE.rglob("*.py")):
+    for module in product_modules():
         where = module.relative_to(REPO).as_posix()
         lines = python_prose(module.read_text(encoding="utf-8"))
         found += [(where, n, cited) for n, cited in citations(lines)]

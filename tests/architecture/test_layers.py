@@ -5,7 +5,10 @@ the packages it may import; the declared graph has no cycle, so the layers read 
 the bottom (``errors``) up (``cli``). Every import in every module counts — at the
 top, inside functions, under ``TYPE_CHECKING`` — and no module imports a private
 (``_``-named) module or name of another package. A new package fails here until it
-is declared, and a wrong import fails naming the file, the line and the rule.
+is declared, and a wrong import fails naming the file, the line and the rule. The
+chaos harness beside the package, ``turnkeeper_chaos``, is declared here too, as what
+it may import of turnkeeper; which packages are the core and which optional parts,
+and where the core may reach an optional part, is test_optional_parts.py.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-import turnkeeper
+from tests.architecture.product import HARNESS as HARNESS_ROOT
+from tests.architecture.product import PACKAGE as ROOT
+from tests.architecture.product import product_modules
 
-ROOT = Path(turnkeeper.__file__).parent
+HARNESS = "turnkeeper_chaos"
 
 # package -> the turnkeeper packages it may import (besides itself).
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -46,26 +51,31 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         # Webhook notifications derived from the log (the runtime folds their stream).
         "notify": ("errors", "kernel", "store", "vocabulary"),
         "runner": ("errors", "crashpoints", "hosts", "vocabulary", "host_reports"),
+        # Adapters for other frameworks' state (the LangGraph saver); the runtime folds
+        # their streams for ``verify``.
+        "integrations": ("errors", "store"),
         "runtime": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
             *("extensions", "runner", "vocabulary", "host_reports", "brief", "tools"),
-            *("notify", "memo"),
+            *("notify", "memo", "integrations"),
         ),
         "handoff": ("errors", "boundary", "kernel", "runtime", "store"),
         "project_api": ("errors", "hosts", "kernel", "runtime", "store"),
         "api": ("errors", "kernel", "project_api", "runtime", "store", "notify"),
         "web": ("errors", "kernel", "api", "runtime", "store"),
         "server": ("errors", "api", "web", "store", "notify"),
-        "chaos": (
-            *("errors", "crashpoints", "effects", "hosts", "kernel", "runner", "runtime"),
-            *("store", "extras"),
-        ),
         "cli": (
             *("errors", "crashpoints", "kernel", "store", "boundary", "hosts", "effects"),
             *("extensions", "runner", "runtime", "handoff", "project_api", "api", "server"),
-            *("chaos", "brief", "tools", "notify", "extras"),
+            *("brief", "tools", "notify", "extras"),
         ),
         "__init__": ("project_api",),  # ``from turnkeeper import Project``
+        # The chaos harness, a package of its own beside turnkeeper (docs/chaos.md): what
+        # it may import of turnkeeper. Only cli/chaos.py imports it (test_optional_parts.py).
+        HARNESS: (
+            *("errors", "crashpoints", "effects", "hosts", "kernel", "runner", "runtime"),
+            *("store", "extras"),
+        ),
     }.items()
 }
 # Every package may type its JSON with the one leaf that defines it, and supervise its
@@ -102,6 +112,8 @@ def runtime_violations(folder: str, where: str, source: str) -> list[str]:
 
 
 def package_of(path: Path) -> str:
+    if path.is_relative_to(HARNESS_ROOT):
+        return HARNESS
     rel = path.relative_to(ROOT)
     return rel.parts[0].removesuffix(".py")
 
@@ -147,6 +159,7 @@ def violations(package: str, where: str, source: str) -> list[str]:
 def test_every_package_is_declared() -> None:
     found = {package_of(p) for p in ROOT.rglob("*.py")}
     assert found - set(MAY_IMPORT) == set(), "declare the new package in MAY_IMPORT"
+    assert {package_of(p) for p in HARNESS_ROOT.rglob("*.py")} == {HARNESS}
 
 
 def test_the_layers_have_no_cycle() -> None:
@@ -160,8 +173,8 @@ def test_the_layers_have_no_cycle() -> None:
 
 def test_every_module_keeps_to_its_layer() -> None:
     broken: list[str] = []
-    modules = sorted(ROOT.rglob("*.py"))
-    assert len(modules) > 200
+    modules = product_modules()
+    assert len(modules) > 200 and any(package_of(p) == HARNESS for p in modules)
     for path in modules:
         where = str(path.relative_to(ROOT.parent))
         broken += violations(package_of(path), where, path.read_text())
@@ -202,6 +215,8 @@ def test_a_runtime_import_upward_is_caught(folder: str, source: str, rule: str) 
         ("api", "from turnkeeper import web\n", "may not import turnkeeper.web"),
         ("runner", "from turnkeeper.hosts._secret import x\n", "private name"),
         ("runtime", "from turnkeeper.kernel.session import _helper\n", "private name"),
+        (HARNESS, "from turnkeeper.api import routes_goals\n", "may not import turnkeeper.api"),
+        (HARNESS, "from turnkeeper.store._reads import x\n", "private name"),
     ],
 )
 def test_a_wrong_import_is_caught(package: str, source: str, rule: str) -> None:

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from turnkeeper.chaos import ChaosProject, CountingService, Workload, check_project
-from turnkeeper.chaos.checks import GOAL, INV2, INV3, INV4, INV5, LEFTOVER
-from turnkeeper.chaos.procs import live_marked_processes
 from turnkeeper.hosts import MARKER_ENV
 from turnkeeper.kernel.session import EffectIntended
 from turnkeeper.runtime.services.sessions import session_stream
 from turnkeeper.store._checksum import projection_checksum
+from turnkeeper_chaos import ChaosProject, CountingService, Workload, check_project
+from turnkeeper_chaos.checks import GOAL, INV2, INV3, INV4, INV5, LEFTOVER
+from turnkeeper_chaos.procs import live_marked_processes
 
 NAME = "checker"
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 
 from turnkeeper import crashpoints
-from turnkeeper.chaos import ChaosConfig, ChaosReport, run_chaos
-from turnkeeper.chaos.scenarios import control_plane_points
-from turnkeeper.chaos.workload import FAULT_ERROR_KINDS, Workload
+from turnkeeper_chaos import ChaosConfig, ChaosReport, run_chaos
+from turnkeeper_chaos.scenarios import control_plane_points
+from turnkeeper_chaos.workload import FAULT_ERROR_KINDS, Workload
 
 RANDOM_KILLS = 20
 SEED = 20240601

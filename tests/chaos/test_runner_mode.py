@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from turnkeeper.chaos.runner_checks import INV7, RunnerSessionChecker
-from turnkeeper.chaos.runner_mode import _KILLS, KINDS, kill_plan
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.worker_checks import SessionView
 from turnkeeper.host_reports import HostEvent
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import HostEventsJournaled, SessionEvent
+from turnkeeper_chaos.runner_checks import INV7, RunnerSessionChecker
+from turnkeeper_chaos.runner_mode import _KILLS, KINDS, kill_plan
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.worker_checks import SessionView
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 TURN = "turn-0123456789abcdef"

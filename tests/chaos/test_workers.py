@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.pg_cluster import PgCluster, pg_cluster
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.worker_checks import INV6, SessionChecker, SessionView
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import LeaseAcquired, LeaseRenewed, SessionEvent
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.worker_checks import INV6, SessionChecker, SessionView
 
 __all__ = ["pg_cluster"]
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

@@ -30,7 +30,7 @@ NEVER_FOR_HELP = (
     "turnkeeper.runtime.services.goals",
     "turnkeeper.runtime.control.controller",
     "turnkeeper.hosts",
-    "turnkeeper.chaos",
+    "turnkeeper_chaos",
 )
 NEVER_FOR_LISTING = (
     "turnkeeper.kernel.session",

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.usage.project import UserProject
-from turnkeeper.chaos.service import CountingService
+from turnkeeper_chaos.service import CountingService
 
 AGENT = """#!/bin/sh
 # One turn: write the todo's page, and ask for one ticket to be filed about it.

@@ -9,7 +9,7 @@ again and recovered", was recorded ``lost`` and run again — forever.
 Here four real ``turnkeeper run --worker`` processes share a throwaway cluster of the
 test's own (tests/pg_cluster.py: the shared server is never restarted), with a lease
 of 10 s and agent turns of 12 s that each apply one counted effect
-(turnkeeper/chaos/workers.py's agent, its effects counted by the harness's
+(turnkeeper_chaos/workers.py's agent, its effects counted by the harness's
 ``CountingService``). The cluster is restarted three times, each outage shorter than
 the workers' ride-out (half the lease, cli/run.py), once right after two busy workers
 were SIGKILLed while the others and two fresh ones take their sessions over. Then:
@@ -41,7 +41,6 @@ from tests.pg_cluster import PgCluster, pg_cluster
 from tests.usage.project import Background, turnkeeper_executable, wait_for
 from tests.usage.test_postgres_workers import WorkersProject, agent_of, project, records
 from turnkeeper import Project
-from turnkeeper.chaos.worker_checks import owner_pid, read_runs
 from turnkeeper.errors import Unavailable
 from turnkeeper.kernel.session import (
     HostStarted,
@@ -50,6 +49,7 @@ from turnkeeper.kernel.session import (
     TurnCompleted,
     TurnLost,
 )
+from turnkeeper_chaos.worker_checks import owner_pid, read_runs
 
 __all__ = ["pg_cluster", "project"]
 pytestmark = pytest.mark.timeout(240)

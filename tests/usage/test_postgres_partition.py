@@ -42,7 +42,6 @@ from tests.pg_cluster import PgCluster, available, running_cluster
 from tests.usage.project import Background, wait_for
 from tests.usage.test_postgres_workers import WorkersProject
 from turnkeeper import Project
-from turnkeeper.chaos.service import CountingService
 from turnkeeper.errors import Aborted
 from turnkeeper.kernel.session import (
     LeaseAcquired,
@@ -54,6 +53,7 @@ from turnkeeper.kernel.session import (
 )
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.store import open_store
+from turnkeeper_chaos.service import CountingService
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -34,13 +34,13 @@ from tests.usage.project import (
     wait_for,
 )
 from turnkeeper import Project
-from turnkeeper.chaos.procs import live_marked_processes
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.worker_checks import SessionChecker, SessionView, owner_pid, read_runs
-from turnkeeper.chaos.worker_fleet import runs_an_agent
-from turnkeeper.chaos.workers import AGENT
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import LeaseAcquired, TurnAccepted
+from turnkeeper_chaos.procs import live_marked_processes
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.worker_checks import SessionChecker, SessionView, owner_pid, read_runs
+from turnkeeper_chaos.worker_fleet import runs_an_agent
+from turnkeeper_chaos.workers import AGENT
 
 __all__ = ["pg_cluster"]
 pytestmark = pytest.mark.timeout(300)

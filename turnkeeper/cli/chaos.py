@@ -13,14 +13,18 @@ import typer
 from turnkeeper.cli.context import JsonOption, handles_errors
 from turnkeeper.cli.output import console, err_console, print_json
 
-# The harness (which imports the whole runtime) and the progress display are imported
-# when the command runs: the command line of every other command is built without them.
+# The harness is not part of turnkeeper's core: it is the sibling package turnkeeper_chaos
+# (docs/chaos.md), and this command is the one place in turnkeeper that imports it — when
+# the command runs, after require_harness(), so the command line of every other command
+# is built without it (and without the whole runtime it imports) and an install without
+# it fails here with a typed error, not a traceback. The progress display is imported
+# when the command runs too.
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import TaskID
 
-    from turnkeeper.chaos.harness import ModeChoice
-    from turnkeeper.chaos.scenarios import Mode, ScenarioResult
+    from turnkeeper_chaos.harness import ModeChoice
+    from turnkeeper_chaos.scenarios import Mode, ScenarioResult
 
 VIOLATIONS_EXIT_CODE = 11
 _MODES: dict[str, ModeChoice] = {
@@ -32,6 +36,21 @@ _MODES: dict[str, ModeChoice] = {
 WORKERS_MODE = "workers"
 RUNNER_MODE = "runner"
 _LABELS = {"enumerated": "crash points", "random": "random kills", "host-faults": "host faults"}
+HARNESS_PACKAGE = "turnkeeper_chaos"
+
+
+def require_harness() -> None:
+    """FAILED_PRECONDITION ``missing_extra``, naming the install command, when the harness
+    (turnkeeper_chaos) is not installed. An ImportError from inside it — one of its modules,
+    or of turnkeeper, that is broken — is a fault, and goes on as it is."""
+    from turnkeeper.extras import missing_extra
+
+    try:
+        import turnkeeper_chaos  # noqa: F401  (its absence is the question)
+    except ImportError as exc:
+        if exc.name != HARNESS_PACKAGE:
+            raise
+        raise missing_extra("chaos", "turnkeeper chaos") from None
 
 
 class _Display:
@@ -125,8 +144,9 @@ def chaos(
 
     Example: turnkeeper chaos --mode random --kills 50 --seed 7
     """
-    from turnkeeper.chaos.harness import ChaosConfig, run_chaos
-    from turnkeeper.chaos.report import render
+    require_harness()
+    from turnkeeper_chaos.harness import ChaosConfig, run_chaos
+    from turnkeeper_chaos.report import render
 
     if mode == RUNNER_MODE:
         _runner(
@@ -196,15 +216,15 @@ def _workers(
     time_limit: float,
     as_json: bool,
 ) -> None:
-    from turnkeeper.chaos.worker_checks import render_workers
     from turnkeeper.extras import needs_extra
+    from turnkeeper_chaos.worker_checks import render_workers
 
     if not database_url:
         raise typer.BadParameter(
             "workers mode needs a PostgreSQL server", param_hint="--database-url"
         )
     with needs_extra("postgres", "turnkeeper chaos --mode workers"):
-        from turnkeeper.chaos.workers import WorkersConfig, run_workers_chaos
+        from turnkeeper_chaos.workers import WorkersConfig, run_workers_chaos
 
     config = WorkersConfig(
         database_url=database_url,
@@ -236,8 +256,8 @@ def _workers(
 def _runner(
     *, kills: int, seed: int, keep: bool, directory: Path | None, time_limit: float, as_json: bool
 ) -> None:
-    from turnkeeper.chaos.runner_checks import render_runner
-    from turnkeeper.chaos.runner_mode import RunnerChaosConfig, run_runner_chaos
+    from turnkeeper_chaos.runner_checks import render_runner
+    from turnkeeper_chaos.runner_mode import RunnerChaosConfig, run_runner_chaos
 
     config = RunnerChaosConfig(
         kills=kills, seed=seed, keep=keep, base_dir=directory, time_limit=min(time_limit, 3600.0)

@@ -23,7 +23,7 @@ evidence to run again) commits receipt, write-back and completion at once
 (``TurnCommits.outcome``): the turn then costs two fsyncs.
 
 **The crash points.** Each step ends at a named crash point
-(``turnkeeper/crashpoints.py``): a test or the chaos harness (``turnkeeper/chaos/``)
+(``turnkeeper/crashpoints.py``): a test or the chaos harness (``turnkeeper_chaos/``)
 SIGKILLs the real process there. Each effect passes its three points once; a host
 start that rides on the receipt or the completion passes ``host.started`` just
 before that step's own point.

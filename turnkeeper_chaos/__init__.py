@@ -1,7 +1,11 @@
 """The chaos harness: SIGKILL the real control plane everywhere and check it recovers.
 
-``turnkeeper chaos`` (see :mod:`turnkeeper.cli.chaos`) and the tests drive
-:func:`run_chaos`. Three modes:
+A package beside turnkeeper, in the same distribution, not part of its core
+(docs/chaos.md): it imports turnkeeper, and turnkeeper imports it only in the
+``turnkeeper chaos`` command (turnkeeper/cli/chaos.py), when that command runs.
+``turnkeeper chaos`` and the tests drive :func:`run_chaos`; ``--mode workers``
+(:mod:`.workers`) and ``--mode runner`` (:mod:`.runner_mode`) have entry points of
+their own. The three modes of :func:`run_chaos`:
 
 * **enumerated** — every crash point of the turn and of recovery, as
   :mod:`turnkeeper.runtime.turn.steps` declares them, hit in turn: ``turnkeeper
@@ -18,12 +22,12 @@ the invariants of docs/design.md (1-5), the goal's terminal audit, each effect k
 exactly once, and that nothing the turns started is left running.
 """
 
-from turnkeeper.chaos.checks import CheckResult, Facts, Violation, check_project
-from turnkeeper.chaos.harness import ChaosConfig, run_chaos
-from turnkeeper.chaos.project import ChaosProject
-from turnkeeper.chaos.report import ChaosReport
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.workload import Workload
+from turnkeeper_chaos.checks import CheckResult, Facts, Violation, check_project
+from turnkeeper_chaos.harness import ChaosConfig, run_chaos
+from turnkeeper_chaos.project import ChaosProject
+from turnkeeper_chaos.report import ChaosReport
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.workload import Workload
 
 __all__ = [
     "ChaosConfig",

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper.chaos.procs import wait_until
-from turnkeeper.chaos.project import cli_command
 from turnkeeper.runner import runner_available
 from turnkeeper.runtime.services.project import STATE_DIR_NAME
+from turnkeeper_chaos.procs import wait_until
+from turnkeeper_chaos.project import cli_command
 
 RUN_ARGS = ("run", "--json", "--runner", "auto", "--backoff", "1", "--lease", "30")
 
@@ -129,7 +129,7 @@ class Processes:
         return True
 
     def agents_running(self, agent: str) -> int:
-        from turnkeeper.chaos.procs import cmdline
+        from turnkeeper_chaos.procs import cmdline
 
         return sum(
             1 for name in os.listdir("/proc") if name.isdigit() and agent in cmdline(int(name))

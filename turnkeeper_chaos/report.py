@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from turnkeeper.chaos.checks import Violation
-from turnkeeper.chaos.scenarios import MODES, ScenarioResult
 from turnkeeper.json_types import JsonDict
+from turnkeeper_chaos.checks import Violation
+from turnkeeper_chaos.scenarios import MODES, ScenarioResult
 
 
 @dataclass

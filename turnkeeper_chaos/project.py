@@ -21,8 +21,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.workload import GOAL_ID, PAUSE_NAME, Workload
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.json_types import JsonDict, json_object
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
@@ -31,6 +29,8 @@ from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.project import DB_FILE_NAME, STATE_DIR_NAME, init_project
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.store import EventStore, open_store
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.workload import GOAL_ID, PAUSE_NAME, Workload
 
 RUN_TIMEOUT = 180.0  # seconds one control plane may take before the harness ends it
 CRASH_MARK = "[crash point "

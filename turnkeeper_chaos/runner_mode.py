@@ -38,13 +38,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper.chaos.checks import LEFTOVER, Violation
-from turnkeeper.chaos.procs import end_marked_processes, live_marked_processes, wait_until
-from turnkeeper.chaos.project import cli_command, make_git_repo
-from turnkeeper.chaos.runner_checks import RunnerReport, RunnerSessionChecker, read_runner_runs
-from turnkeeper.chaos.runner_procs import Processes
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.worker_checks import SessionView
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.model import UNFINISHED_TODO_STATUSES
@@ -54,6 +47,13 @@ from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.project import DB_FILE_NAME, STATE_DIR_NAME
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import EventStore, open_store
+from turnkeeper_chaos.checks import LEFTOVER, Violation
+from turnkeeper_chaos.procs import end_marked_processes, live_marked_processes, wait_until
+from turnkeeper_chaos.project import cli_command, make_git_repo
+from turnkeeper_chaos.runner_checks import RunnerReport, RunnerSessionChecker, read_runner_runs
+from turnkeeper_chaos.runner_procs import Processes
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.worker_checks import SessionView
 
 KINDS = ("cp_mid_turn", "cp_wave", "cp_and_runner", "runner_alone", "ack_lost", "result_lost")
 # Kills per episode and how often each is drawn: control-plane kills (which reattach)

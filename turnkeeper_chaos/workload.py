@@ -21,8 +21,8 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from turnkeeper.chaos.service import UNCONFIRMABLE
 from turnkeeper.effects import EFFECTS_CONFIG_KEY
+from turnkeeper_chaos.service import UNCONFIRMABLE
 
 GOAL_ID = "g"
 PAUSE_NAME = "chaos-pause"

@@ -29,9 +29,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from turnkeeper.chaos.checks import INV2, INV4, CheckResult, Violation
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.worker_checks import SessionChecker, SessionView
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.json_types import JsonDict, JsonList, JsonMapping, JsonValue, json_object
 from turnkeeper.kernel.session import (
@@ -41,6 +38,9 @@ from turnkeeper.kernel.session import (
     TurnAccepted,
 )
 from turnkeeper.kernel.session.events import TERMINAL_EVENT_TYPES
+from turnkeeper_chaos.checks import INV2, INV4, CheckResult, Violation
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.worker_checks import SessionChecker, SessionView
 
 INV7 = "7 events once, in order"
 TICK = "tick"

@@ -30,9 +30,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from turnkeeper.chaos.checks import INV2, INV4, Checker, CheckResult, Violation
-from turnkeeper.chaos.project import ChaosProject
-from turnkeeper.chaos.service import CountingService
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.json_types import JsonDict, json_object
 from turnkeeper.kernel.session import (
@@ -51,6 +48,9 @@ from turnkeeper.runtime.services.goals import GoalService, goal_stream
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_stream
 from turnkeeper.runtime.turn.effects import effect_gate_id
 from turnkeeper.store import EventStore, open_store
+from turnkeeper_chaos.checks import INV2, INV4, Checker, CheckResult, Violation
+from turnkeeper_chaos.project import ChaosProject
+from turnkeeper_chaos.service import CountingService
 
 INV6 = "6 one writer (fencing)"
 GOAL = "goal closed"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper.chaos.procs import cmdline
+from turnkeeper_chaos.procs import cmdline
 
 
 @dataclass

@@ -21,10 +21,11 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Literal, Protocol
 
-from turnkeeper.chaos.procs import end_marked_processes
-from turnkeeper.chaos.randomkills import KillBudget, random_body
-from turnkeeper.chaos.report import ChaosReport
-from turnkeeper.chaos.scenarios import (
+from turnkeeper.errors import InvalidArgument
+from turnkeeper_chaos.procs import end_marked_processes
+from turnkeeper_chaos.randomkills import KillBudget, random_body
+from turnkeeper_chaos.report import ChaosReport
+from turnkeeper_chaos.scenarios import (
     Mode,
     ScenarioPlan,
     ScenarioResult,
@@ -33,8 +34,7 @@ from turnkeeper.chaos.scenarios import (
     enumerated_plans,
     host_fault_plans,
 )
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.errors import InvalidArgument
+from turnkeeper_chaos.service import CountingService
 
 ModeChoice = Literal["enumerated", "random", "host-faults", "all"]
 

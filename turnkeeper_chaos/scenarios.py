@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from turnkeeper.chaos.checks import INV3, Checker, CheckResult, Facts, Violation
-from turnkeeper.chaos.procs import end_marked_processes
-from turnkeeper.chaos.project import ChaosProject, KillPlan, RunRecord
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.workload import FAULT_ERROR_KINDS, GOAL_ID, Workload
 from turnkeeper.kernel.session import EffectIntended, ReceiptRecorded, TurnAccepted
 from turnkeeper.kernel.session.records import ReceiptFailure
 from turnkeeper.runtime.control.run_outcome import RUN_BLOCKED
 from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.turn import steps
 from turnkeeper.runtime.turn.effects import effect_gate_id
+from turnkeeper_chaos.checks import INV3, Checker, CheckResult, Facts, Violation
+from turnkeeper_chaos.procs import end_marked_processes
+from turnkeeper_chaos.project import ChaosProject, KillPlan, RunRecord
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.workload import FAULT_ERROR_KINDS, GOAL_ID, Workload
 
 Mode = Literal["enumerated", "random", "host-faults"]
 MODES: tuple[Mode, ...] = ("enumerated", "random", "host-faults")

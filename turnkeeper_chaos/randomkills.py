@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from turnkeeper.chaos.project import KillPlan, RunRecord
-from turnkeeper.chaos.scenarios import HARNESS, ScenarioPlan, ScenarioRun, Stage
-from turnkeeper.chaos.workload import Workload
 from turnkeeper.kernel.session import LeaseAcquired, RecoveryReported, SessionEvent
 from turnkeeper.runtime.control.run_outcome import RUN_BLOCKED
+from turnkeeper_chaos.project import KillPlan, RunRecord
+from turnkeeper_chaos.scenarios import HARNESS, ScenarioPlan, ScenarioRun, Stage
+from turnkeeper_chaos.workload import Workload
 
 # How a run the harness did not kill may end: done, or stopped at an operator's gate
 # (an unconfirmable effect: run_outcome.py's RUN_BLOCKED), which the next run answers.

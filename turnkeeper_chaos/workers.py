@@ -35,21 +35,6 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from turnkeeper.chaos.checks import INV4, INV5, LEFTOVER, Violation
-from turnkeeper.chaos.procs import (
-    end_marked_processes,
-    live_marked_processes,
-    wait_until,
-)
-from turnkeeper.chaos.project import cli_command
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.worker_checks import (
-    SessionChecker,
-    SessionView,
-    WorkersReport,
-    read_runs,
-)
-from turnkeeper.chaos.worker_fleet import Fleet, runs_an_agent
 from turnkeeper.errors import InvalidArgument, TurnkeeperError
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import TurnAccepted
@@ -58,6 +43,21 @@ from turnkeeper.runtime.services.goals import GoalService
 from turnkeeper.runtime.services.project import init_project
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import MismatchKind, open_store
+from turnkeeper_chaos.checks import INV4, INV5, LEFTOVER, Violation
+from turnkeeper_chaos.procs import (
+    end_marked_processes,
+    live_marked_processes,
+    wait_until,
+)
+from turnkeeper_chaos.project import cli_command
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.worker_checks import (
+    SessionChecker,
+    SessionView,
+    WorkersReport,
+    read_runs,
+)
+from turnkeeper_chaos.worker_fleet import Fleet, runs_an_agent
 
 WORKER_CRASH = "worker crashed"
 UNAVAILABLE_EXIT = 9  # the CLI's exit code for UNAVAILABLE
@@ -184,6 +184,11 @@ class WorkersRun:
             *("--lease", str(cfg.lease_seconds), "--poll", str(cfg.poll_seconds)),
             *("--max-sessions", str(cfg.per_worker), "--idle-exit", "4"),
             *("--backoff", "0.5"),
+            # The last todo's turn is held until every kill and restart is spent, and a
+            # kill goes to a worker with a turn in flight, so that one turn can be lost
+            # once per kill and restart: the bound on lost turns in a row sits above
+            # them all, or a run whose kills happen to fall on one session suspends it.
+            *("--max-lost", str(cfg.kills + cfg.restarts + 8)),
         ]
 
     # --- setting up -----------------------------------------------------------------

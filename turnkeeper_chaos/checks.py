@@ -13,10 +13,6 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from turnkeeper.chaos.procs import end_marked_processes, live_marked_processes, wait_until
-from turnkeeper.chaos.project import ChaosProject
-from turnkeeper.chaos.service import CountingService
-from turnkeeper.chaos.workload import GOAL_ID
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.kernel.session import (
     EffectIntended,
@@ -37,6 +33,10 @@ from turnkeeper.runtime.services.goals import GoalService, goal_stream
 from turnkeeper.runtime.services.sessions import SessionService, session_stream
 from turnkeeper.runtime.turn.effects import effect_gate_id
 from turnkeeper.store import MismatchKind
+from turnkeeper_chaos.procs import end_marked_processes, live_marked_processes, wait_until
+from turnkeeper_chaos.project import ChaosProject
+from turnkeeper_chaos.service import CountingService
+from turnkeeper_chaos.workload import GOAL_ID
 
 SURVIVOR_SETTLE_SECONDS = 10.0
 
@@ -161,7 +161,14 @@ class Checker:
             turn = state.in_flight
             self.add(INV1, f"turn {turn.envelope.turn_id} still in flight ({turn.phase})")
         if state.recovery is not None:
-            self.add(INV1, f"a recovery is still pending for turn {state.recovery.turn_id}")
+            # The session's status says why nobody recovered it (suspended, crashed...).
+            reason = f": {state.status_reason}" if state.status_reason else ""
+            status = state.status.value + reason
+            self.add(
+                INV1,
+                f"a recovery is still pending for turn {state.recovery.turn_id} "
+                f"(session {status}, {state.consecutive_lost} lost in a row)",
+            )
         counters = state.counters
         wanted = (len(accepted), facts.completed, facts.failed, facts.lost)
         have = (
