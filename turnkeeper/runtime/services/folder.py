@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from turnkeeper.integrations.langgraph.log import LangGraphThreadFolding
 from turnkeeper.notify.records import NotifyFolding
 from turnkeeper.runtime.log.codec import KernelFolder, KindFolding
 from turnkeeper.runtime.services.access import ACCESS_CODEC
@@ -12,7 +13,8 @@ from turnkeeper.runtime.services.sessions import SESSION_CODEC, session_index
 
 def kernel_folder() -> KernelFolder:
     # The access stream (API tokens and shares), the extension settings and the
-    # notifications' endpoints and cursors are verified and repaired like the rest.
+    # notifications' endpoints and cursors, and the LangGraph saver's threads
+    # (docs/langgraph.md) are verified and repaired like the rest.
     return KernelFolder(
         [
             KindFolding(GOAL_CODEC, index_entries),
@@ -20,5 +22,6 @@ def kernel_folder() -> KernelFolder:
             KindFolding(ACCESS_CODEC),
             KindFolding(EXTENSIONS_CODEC),
             NotifyFolding(),
+            LangGraphThreadFolding(),
         ]
     )
