@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field, JsonValue
 
 from turnkeeper.api.access import access
@@ -22,6 +22,7 @@ from turnkeeper.kernel.limits import TEXT_MAX_CHARS, TITLE_MAX_CHARS
 from turnkeeper.kernel.model import Claim, Evidence, Gate, Monitor, NoFollowUpReason, Todo
 from turnkeeper.kernel.proposals import AddMonitor, RecordReadback, checked_input
 from turnkeeper.project_api.goals import Gates, Goals, StoreOf, Todos
+from turnkeeper.runtime.services.goal_pages import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, page_of
 from turnkeeper.runtime.services.goals import GoalService, id_in_goal, new_id
 from turnkeeper.store.base import EventStore
 
@@ -33,8 +34,31 @@ Title = Annotated[str, Field(max_length=TITLE_MAX_CHARS)]
 Ids = Annotated[list[IdField], Field(max_length=1000)]
 
 
+class PageShown(BaseModel):
+    """The window of a goal's todos and evidence records an answer holds, and what is
+    past it (``next_offset`` is None on the last page)."""
+
+    offset: int
+    limit: int
+    todos_total: int
+    evidence_total: int
+    todos_after: int
+    evidence_after: int
+    next_offset: int | None
+
+
+class GoalShown(BaseModel):
+    """A goal with one page of its todos and evidence records (``goal show``)."""
+
+    state: GoalState
+    page: PageShown
+
+
 class GoalList(BaseModel):
+    # Each goal with one page of its todos and evidence records; ``pages[i]`` is
+    # ``goals[i]``'s (how many there are, the next page's offset).
     goals: list[GoalState]
+    pages: list[PageShown]
 
 
 class GoalCreate(Body):
@@ -124,9 +148,15 @@ def _of(store: EventStore) -> StoreOf:
 
 @router.get("/goals", response_model=GoalList)
 @access("read")
-def goals_list(store: Store) -> GoalList:
-    """Every goal with its todos, gates, monitors, evidence and obligations."""
-    return GoalList(goals=Goals(_of(store)).list())
+def goals_list(
+    store: Store,
+    offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+) -> GoalList:
+    """Every goal with its gates, monitors and obligations, and one page of its todos
+    and evidence records (``limit`` of each from ``offset``, as ``GET /goals/{id}``)."""
+    shown = [_shown(state, offset, limit) for state in Goals(_of(store)).list()]
+    return GoalList(goals=[s.state for s in shown], pages=[s.page for s in shown])
 
 
 @router.post("/goals", response_model=GoalState)
@@ -142,11 +172,39 @@ def goal_create(body: GoalCreate, store: Store) -> GoalState:
     )
 
 
-@router.get("/goals/{goal_id}", response_model=GoalState)
+def goal_state(goal_ref: str, store: EventStore) -> GoalState:
+    """A goal's whole state, by its id or a unique prefix (the web's pages read it)."""
+    return Goals(_of(store)).show(_goal(store, goal_ref))
+
+
+@router.get("/goals/{goal_id}", response_model=GoalShown)
 @access("read")
-def goal_show(goal_id: IdPath, store: Store) -> GoalState:
-    """A goal (``goal show``)."""
-    return Goals(_of(store)).show(_goal(store, goal_id))
+def goal_show(
+    goal_id: IdPath,
+    store: Store,
+    offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+) -> GoalShown:
+    """A goal with one page of its todos and of its evidence records (``goal show``):
+    ``limit`` of each from ``offset``, in the order they were added; ``page`` says how
+    many there are and the next page's offset. Gates, monitors and obligations are whole."""
+    return _shown(goal_state(goal_id, store), offset, limit)
+
+
+def _shown(state: GoalState, offset: int, limit: int) -> GoalShown:
+    shown, page = page_of(state, offset, limit)
+    return GoalShown(
+        state=shown,
+        page=PageShown(
+            offset=page.offset,
+            limit=page.limit,
+            todos_total=page.todos_total,
+            evidence_total=page.evidence_total,
+            todos_after=page.todos_after,
+            evidence_after=page.evidence_after,
+            next_offset=page.next_offset,
+        ),
+    )
 
 
 @router.get("/goals/{goal_id}/audit", response_model=TerminalAudit)
@@ -191,9 +249,16 @@ def goal_propose(goal_id: IdPath, body: dict[str, JsonValue], store: Store) -> P
 
 @router.get("/goals/{goal_id}/todos", response_model=list[Todo])
 @access("read")
-def todos_list(goal_id: IdPath, store: Store) -> list[Todo]:
-    """The goal's todos in the order they were added."""
-    return Todos(_of(store)).list(_goal(store, goal_id))
+def todos_list(
+    goal_id: IdPath,
+    store: Store,
+    offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = MAX_PAGE_SIZE,
+) -> list[Todo]:
+    """The goal's todos in the order they were added: ``limit`` of them (at most 1000)
+    from ``offset``."""
+    shown, _ = page_of(goal_state(goal_id, store), offset, limit)
+    return list(shown.todos.values())
 
 
 @router.post("/goals/{goal_id}/todos", response_model=Todo)

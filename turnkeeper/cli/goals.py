@@ -11,9 +11,10 @@ from enum import StrEnum
 import typer
 
 from turnkeeper.cli.context import GoalArgument, JsonOption, goal_service, handles_errors
-from turnkeeper.cli.output import print_json, safe
+from turnkeeper.cli.output import console, print_json, safe
 from turnkeeper.cli.todos import todo_app
 from turnkeeper.cli.writes import QuietOption, check_output_mode, report, written
+from turnkeeper.runtime.services.goal_pages import DEFAULT_PAGE_SIZE
 
 # The kernel and the runtime are imported by the commands that use them, so that
 # parsing a command line (and ``--help``) does not wait for them.
@@ -85,29 +86,43 @@ def goal_add(
 def goal_show(
     goal_id: str = GoalArgument,
     history: int = typer.Option(20, help="How many recent events to show."),
+    limit: int = typer.Option(
+        DEFAULT_PAGE_SIZE, min=1, help="Todos and evidence records per page (at most 1000)."
+    ),
+    offset: int = typer.Option(0, min=0, help="Skip this many todos and evidence records."),
     as_json: bool = JsonOption,
 ) -> None:
     """A goal: criteria with their ids, todos, gates, monitors, evidence, audit.
 
-    Ends with the goal's recent history (--history events).
+    Todos, evidence records and the audit's blockers are shown a page at a time
+    (--limit, from --offset), with a line saying how many more there are; the audit's
+    counters count them all. Ends with the goal's recent history (--history events).
 
     Example:
 
     \b
         turnkeeper goal show goal-3f9c
+        turnkeeper goal show goal-3f9c --offset 50
     """
     from turnkeeper.cli.render import render_goal
+    from turnkeeper.runtime.services.goal_pages import check_page, page_audit, page_of
 
+    check_page(offset, limit)
     with goal_service(reading=True) as goals:
         gid = goals.resolve("goal", goal_id)
         state = goals.load(gid)
-        audit = goals.audit(gid)
-        records = goals.history(gid)
-    recent = records[-history:] if history > 0 else []
+        audit = goals.audit_of(state)
+        recent = goals.recent_history(gid, history)
+    shown, page = page_of(state, offset, limit)
+    shown_audit, page = page_audit(audit, page)
     if as_json:
-        print_json({"id": gid, "state": state, "audit": audit, "history": recent})
-    else:
-        render_goal(state, audit, recent)
+        answer = {"id": gid, "state": shown, "page": page, "audit": shown_audit}
+        print_json({**answer, "history": recent})
+        return
+    render_goal(shown, shown_audit, recent)
+    remaining = page.remaining_line()
+    if remaining is not None:
+        console.print(f"[dim]{safe(remaining)}[/]")
 
 
 @goal_app.command("list")

@@ -151,9 +151,8 @@ def missing_vision_checkpoints(state: GoalState) -> list[str]:
 
 def failing_evidence_keys(state: GoalState) -> list[str]:
     """Evidence keys whose latest record failed: a postcondition to retry."""
-    keys = dict.fromkeys(e.key for e in state.evidence.values())
     failing: list[str] = []
-    for key in keys:
+    for key in state.evidence_keys():
         latest = state.latest_evidence(key)
         if latest is not None and not latest.passed:
             failing.append(key)

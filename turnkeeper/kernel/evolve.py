@@ -153,7 +153,7 @@ def _apply(state: GoalState, event: GoalEvent) -> GoalState:
                 recorded_at=event.recorded_at,
                 freshness_seconds=event.freshness_seconds,
             )
-            return state.model_copy(update={"evidence": {**state.evidence, evidence.id: evidence}})
+            return state.with_evidence_recorded(evidence)
         case ObligationRaised() | ObligationDischarged():
             return _apply_obligation(state, event)
         case NoFollowUpRecorded():

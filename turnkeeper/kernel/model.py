@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr
 
 
 class KernelModel(BaseModel):
@@ -343,12 +343,72 @@ class GoalState(KernelModel):
     def open_obligations(self) -> list[ReplanObligation]:
         return [o for o in self.obligations.values() if o.status is ObligationStatus.OPEN]
 
+    # Derived, never stored: every key's records in run-time order (ties: log order),
+    # and the ``evidence`` table it was built from. ``evidence_for_key`` asked of a
+    # goal of 100,000 records sorted them all on each call (every evidence event's
+    # progress check, the audit once per key); this is built once per state and
+    # carried from one state to the next by ``evolve`` (``with_evidence_recorded``),
+    # which copies only the one key's records. A state made by ``model_copy`` carries
+    # its source's index too; it is used only while ``evidence`` is the very table it
+    # was built from (tables are never changed in place), so a copy with other
+    # evidence (a page of it, say) builds its own.
+    _by_key: dict[str, tuple[Evidence, ...]] | None = PrivateAttr(default=None)
+    _by_key_of: dict[str, Evidence] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # The fields alone: pydantic also compares private attributes, and whether a
+        # state has built its evidence index yet says nothing about the goal.
+        if not isinstance(other, GoalState):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable dicts inside: as pydantic's
+
+    def _evidence_by_key(self) -> dict[str, tuple[Evidence, ...]]:
+        by_key = self._by_key
+        if by_key is None or self._by_key_of is not self.evidence:
+            # Keys in the order the log first names them; each key's records sorted by
+            # run time (``sort`` is stable: ties keep log order).
+            lists: dict[str, list[Evidence]] = {}
+            for record in self.evidence.values():
+                lists.setdefault(record.key, []).append(record)
+            by_key = {
+                key: tuple(sorted(records, key=lambda e: e.recorded_at))
+                for key, records in lists.items()
+            }
+            self._by_key, self._by_key_of = by_key, self.evidence
+        return by_key
+
+    def with_evidence_recorded(self, evidence: Evidence) -> "GoalState":
+        """This state with ``evidence`` added last to its table (``evolve``'s step), its
+        evidence index carried over when this state has one: O(records of that key),
+        not a sort of every record."""
+        table = {**self.evidence, evidence.id: evidence}
+        after = self.model_copy(update={"evidence": table})
+        known = self._by_key
+        if (
+            known is not None
+            and self._by_key_of is self.evidence
+            and evidence.id not in self.evidence
+        ):
+            records = known.get(evidence.key, ())
+            # After every record that ran no later (ties: log order, this one last).
+            at = len(records)
+            while at and records[at - 1].recorded_at > evidence.recorded_at:
+                at -= 1
+            after._by_key = {**known, evidence.key: (*records[:at], evidence, *records[at:])}
+            after._by_key_of = table
+        return after
+
+    def evidence_keys(self) -> list[str]:
+        """Every evidence key, in the order the log first names each."""
+        return list(self._evidence_by_key())
+
     def latest_evidence(self, key: str) -> Evidence | None:
         """The most recent record for ``key`` by run time, ties broken by log order."""
-        records = self.evidence_for_key(key)
+        records = self._evidence_by_key().get(key)
         return records[-1] if records else None
 
     def evidence_for_key(self, key: str) -> list[Evidence]:
         """All records for ``key``, oldest first (run time, then log order)."""
-        indexed = [(e.recorded_at, i, e) for i, e in enumerate(self.evidence.values())]
-        return [e for _, _, e in sorted(indexed, key=lambda t: (t[0], t[1])) if e.key == key]
+        return list(self._evidence_by_key().get(key, ()))

@@ -50,12 +50,9 @@ def needs_successor(todo: Todo) -> bool:
     return finished and todo.successor_required and not todo.successors
 
 
-def relied_evidence_keys(state: GoalState) -> list[str]:
-    """Evidence keys that a done todo or a met criterion stands on, in a stable order."""
-    keys: dict[str, None] = {}
-    for todo in state.todos.values():
-        if todo.status is TodoStatus.DONE:
-            keys.update(dict.fromkeys(todo.required_evidence))
+def _with_criteria_keys(state: GoalState, keys: dict[str, None]) -> list[str]:
+    """The evidence keys done todos stand on (``keys``, in todo order) and then those a
+    met criterion stands on: every key whose evidence work relies on, in a stable order."""
     for criterion in state.goal.criteria:
         if criterion.met:
             for evidence_id in criterion.evidence_ids:
@@ -66,8 +63,24 @@ def relied_evidence_keys(state: GoalState) -> list[str]:
 
 def detect_triggers(state: GoalState, now: datetime) -> list[TriggerHit]:
     """Every replan condition that holds in ``state`` at ``now``."""
+    # One walk over the todos gathers what each trigger asks of them: decide asks this
+    # after every accepted proposal, and a goal that lives for days has thousands.
+    runnable = False
+    finished = 0
+    relied: dict[str, None] = {}
+    successor_needed: list[Todo] = []
+    for todo in state.todos.values():
+        status = todo.status
+        if status in RUNNABLE_TODO_STATUSES:
+            runnable = True
+        elif status is TodoStatus.DONE or status is TodoStatus.SUPERSEDED:
+            finished += 1
+            if status is TodoStatus.DONE and todo.required_evidence:
+                relied.update(dict.fromkeys(todo.required_evidence))
+            if todo.successor_required and not todo.successors:
+                successor_needed.append(todo)
     hits: list[TriggerHit] = []
-    hits.extend(_frontier_exhausted(state))
+    hits.extend(_frontier_exhausted(state, runnable, finished))
     for monitor in state.monitors.values():
         if not monitor.retired and monitor.no_change_streak > monitor.stall_limit:
             hits.append(
@@ -78,18 +91,17 @@ def detect_triggers(state: GoalState, now: datetime) -> list[TriggerHit]:
                     detail=f"{monitor.target}: no change for {monitor.no_change_streak} readbacks",
                 )
             )
-    for key in relied_evidence_keys(state):
+    for key in _with_criteria_keys(state, relied):
         hits.extend(_evidence_hits(key, state.evidence_for_key(key), now))
-    for todo in state.todos.values():
-        if needs_successor(todo):
-            hits.append(
-                TriggerHit(
-                    trigger=ReplanTrigger.SUCCESSOR_NEEDED,
-                    subject=todo.id,
-                    fingerprint="",
-                    detail=f"todo {todo.id} requires a successor",
-                )
+    for todo in successor_needed:
+        hits.append(
+            TriggerHit(
+                trigger=ReplanTrigger.SUCCESSOR_NEEDED,
+                subject=todo.id,
+                fingerprint="",
+                detail=f"todo {todo.id} requires a successor",
             )
+        )
     return hits
 
 
@@ -112,20 +124,17 @@ def pending_triggers(
     ]
 
 
-def _frontier_exhausted(state: GoalState) -> list[TriggerHit]:
+def _frontier_exhausted(state: GoalState, runnable: bool, finished: int) -> list[TriggerHit]:
     # A goal that never had a todo has no frontier to exhaust; its unmet
     # acceptance already shows as an acceptance gap in the audit.
-    todos = state.todos.values()
     unmet = [c.id for c in state.goal.criteria if not c.met]
-    runnable = any(t.status in RUNNABLE_TODO_STATUSES for t in todos)
-    if not unmet or not todos or runnable:
+    if not unmet or not state.todos or runnable:
         return []
-    finished = sum(t.status in (TodoStatus.DONE, TodoStatus.SUPERSEDED) for t in todos)
     return [
         TriggerHit(
             trigger=ReplanTrigger.FRONTIER_EXHAUSTED,
             subject=state.goal.id,
-            fingerprint=f"todos={len(todos)},finished={finished}",
+            fingerprint=f"todos={len(state.todos)},finished={finished}",
             detail=f"no runnable todo while criteria are unmet: {', '.join(unmet)}",
         )
     ]

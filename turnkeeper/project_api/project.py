@@ -36,6 +36,7 @@ from turnkeeper.runtime.control.controller_health import (
     read_controller_health,
 )
 from turnkeeper.runtime.control.operator import recover_turn
+from turnkeeper.runtime.services.goal_reads import audit_of
 from turnkeeper.runtime.services.project import Project as ProjectDir
 from turnkeeper.runtime.services.project import find_project, init_project
 from turnkeeper.runtime.services.workspace_claims import check_workspaces_not_ahead
@@ -139,7 +140,8 @@ class Project:
         its ``details["controllers"]``."""
         controllers = read_controller_health(self._dir.state_dir)
         try:
-            goals = [GoalStatus(s, self.goals.audit(s.goal.id)) for s in self.goals.list()]
+            # Each goal audited from the state listed, not read and decoded again.
+            goals = [GoalStatus(s, audit_of(self.store, s)) for s in self.goals.list()]
             sessions = self.sessions.list()
             check_workspaces_not_ahead(self.store, sessions)
         except Unavailable as down:

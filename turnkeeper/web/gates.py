@@ -171,6 +171,6 @@ def open_gates(store: EventStore, origins: GateOrigins) -> list[GateRow]:
 def gate_row(store: EventStore, origins: GateOrigins, gate_ref: str) -> GateRow:
     """One gate by its id or a unique prefix (NOT_FOUND otherwise), as the API finds it."""
     goal_id, gate_id = GoalService(store).locate("gate", gate_ref)
-    goal = routes_goals.goal_show(goal_id, store)
+    goal = routes_goals.goal_state(goal_id, store)
     gate = goal.gates[gate_id]
     return GateRow(gate, goal.goal.id, goal.goal.title, origins.of(store, goal_id, gate_id))

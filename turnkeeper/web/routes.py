@@ -33,6 +33,8 @@ from turnkeeper.web.render import HERE, path_part, render
 router = APIRouter(include_in_schema=False)
 Store = Annotated[EventStore, Depends(store_of)]
 Part = Annotated[Literal["live"] | None, Query(description="Only the part htmx refreshes.")]
+# A goal page's window over its todos and evidence records (goal_pages.py).
+Offset = Annotated[int, Query(ge=0, le=2**53, description="Todos and evidence to skip.")]
 StatusFilter = Annotated[
     Literal["ready", "running", "suspended", "crashed", "closed", "deleted"] | None, Query()
 ]
@@ -190,10 +192,13 @@ def gate_origins(request: Request) -> GateOrigins:
 @router.get("/goals/{goal_id}", response_class=HTMLResponse)
 @access("read")
 @page()
-def goal_page(request: Request, goal_id: IdPath, store: Store, part: Part = None) -> Response:
-    """A goal: todos, gates, monitors, evidence and its terminal audit."""
-    data = views.goal_view(store, goal_id, gate_origins(request), request.state.principal)
-    live = f"/goals/{data['state'].goal.id}?part=live"
+def goal_page(
+    request: Request, goal_id: IdPath, store: Store, part: Part = None, offset: Offset = 0
+) -> Response:
+    """A goal: todos, gates, monitors, evidence (a page of each) and its terminal audit."""
+    principal = request.state.principal
+    data = views.goal_view(store, goal_id, gate_origins(request), principal, offset)
+    live = f"/goals/{data['state'].goal.id}?part=live&offset={offset}"
     template = "_goal_live.html" if part == "live" else "goal.html"
     may = views.may_decide(request.state.principal)
     return render(request, template, live_url=live, may_decide=may, **data)
@@ -203,12 +208,17 @@ def goal_page(request: Request, goal_id: IdPath, store: Store, part: Part = None
 @access("read", "session")
 @page()
 def session_goal_page(
-    request: Request, session_id: SessionPath, store: Store, part: Part = None
+    request: Request,
+    session_id: SessionPath,
+    store: Store,
+    part: Part = None,
+    offset: Offset = 0,
 ) -> Response:
     """The goal of a session: the one goal a share of that session may read."""
     state = routes_sessions.session_show(session_id, store)
-    data = views.goal_view(store, state.goal_id, gate_origins(request), request.state.principal)
-    live = f"/sessions/{session_id}/goal?part=live"
+    principal = request.state.principal
+    data = views.goal_view(store, state.goal_id, gate_origins(request), principal, offset)
+    live = f"/sessions/{session_id}/goal?part=live&offset={offset}"
     template = "_goal_live.html" if part == "live" else "goal.html"
     may = views.may_decide(request.state.principal)
     return render(request, template, live_url=live, may_decide=may, **data)

@@ -23,6 +23,7 @@ from turnkeeper.api.routes_sessions import SessionAnswer
 from turnkeeper.api.routes_status import GoalSummary
 from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel import GoalState, TerminalAudit
+from turnkeeper.kernel.model import Evidence, Todo
 from turnkeeper.kernel.session import SessionState
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.operation_model import OperationFinished, OperationStarted
@@ -30,6 +31,8 @@ from turnkeeper.kernel.session.report import RecoveryReport
 from turnkeeper.runtime.control.controller_view import ControllerView, state_controller
 from turnkeeper.runtime.services.access import Principal
 from turnkeeper.runtime.services.extension_states import ExtensionStatus
+from turnkeeper.runtime.services.goal_pages import GoalPage as ShownPage
+from turnkeeper.runtime.services.goal_pages import page_audit, page_of
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.runtime.services.snapshot_listing import list_snapshots
 from turnkeeper.runtime.services.turn_listing import TurnInfo, list_turns, recent_turn
@@ -271,14 +274,25 @@ class GoalPage(TypedDict):
     blocked: dict[str, list[str]]
     sessions: list[SessionState]
     gates: list[GateRow]
+    # One page of the todos and evidence records (the whole goal is ``state``, which
+    # the page reads a dependency's status from); ``page`` says how many are past it.
+    todos: list[Todo]
+    evidence: list[Evidence]
+    page: ShownPage
 
 
 def goal_view(
-    store: EventStore, goal_ref: str, origins: GateOrigins, principal: Principal | None
+    store: EventStore,
+    goal_ref: str,
+    origins: GateOrigins,
+    principal: Principal | None,
+    offset: int = 0,
 ) -> GoalPage:
-    """A goal's page; a share's (its session's goal) lists that session alone, not the
-    goal's other sessions: a share reaches one session and names no other."""
-    state = routes_goals.goal_show(goal_ref, store)
+    """A goal's page, its todos and evidence records from ``offset``; a share's (its
+    session's goal) lists that session alone, not the goal's other sessions: a share
+    reaches one session and names no other."""
+    state = routes_goals.goal_state(goal_ref, store)
+    shown, page = page_of(state, offset)
     audit = routes_goals.goal_audit(state.goal.id, store)
     blocked: dict[str, list[str]] = {}
     for blocker in audit.blockers:
@@ -289,13 +303,18 @@ def goal_view(
         for s in SessionService(store).list()
         if s.goal_id == state.goal.id and (share is None or s.session_id == share.session_id)
     ]
+    # The page's window of the audit's blockers (one per open todo); counters whole.
+    shown_audit, page = page_audit(audit, page)
     return {
         "state": state,
-        "audit": audit,
+        "audit": shown_audit,
         "counters": audit.counters(),
         "blocked": blocked,
         "sessions": sessions,
         "gates": rows_of(store, origins, state),
+        "todos": list(shown.todos.values()),
+        "evidence": list(shown.evidence.values()),
+        "page": page,
     }
 
 

@@ -133,6 +133,17 @@ class GoalService:
         self.load(goal_id)  # NOT_FOUND for an unknown goal, not an empty list
         return self._store.read_stream(goal_stream(goal_id), limit=limit)
 
+    def recent_history(self, goal_id: str, count: int) -> list[EventRecord]:
+        """The goal's last ``count`` events, oldest first: read from the head back, so a
+        goal of 100,000 events costs what one of 20 does (``goal show``)."""
+        if count <= 0:
+            return []
+        stream = goal_stream(goal_id)
+        head = self._store.head(stream)
+        if head == 0:
+            raise NotFound(f"goal {goal_id!r} not found", reason="goal_not_found")
+        return self._store.read_stream(stream, after_seq=max(0, head - count), limit=count)
+
     def audit(self, goal_id: str) -> TerminalAudit:
         return self.audit_of(self.load(goal_id))
 
