@@ -286,6 +286,35 @@ def test_verify_folds_the_savers_streams(project: Project) -> None:
     assert [t.metadata.get("run_id") for t in saver.list(_config("t"))] == ["r2"]
 
 
+def test_verify_checks_a_savers_database_outside_any_project(tmp_path: Path) -> None:
+    """``verify --database-url`` checks the database a saver keeps on its own (no
+    project here), and names a database that does not exist instead of making one."""
+    url = str(tmp_path / "checkpoints.db")
+    with TurnkeeperSaver.from_url(url) as saver:
+        saver.put(_config("t"), empty_checkpoint(), {"run_id": "r1"}, {})
+    turnkeeper = str(Path(sys.executable).parent / "turnkeeper")
+
+    def check(target: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [turnkeeper, "verify", "--database-url", target, "--json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+
+    for target in (url, f"sqlite:///{url}", "checkpoints.db"):
+        done = check(target)
+        report = json.loads(done.stdout)
+        assert done.returncode == 0 and report["ok"] is True, done.stderr
+        assert report["streams_checked"] == 1
+    missing = check("absent.db")
+    assert missing.returncode == 4, missing.stdout + missing.stderr
+    assert "database_not_found" in missing.stdout + missing.stderr
+    assert not (tmp_path / "absent.db").exists()
+
+
 def test_a_growing_conversation_stores_what_each_step_added(tmp_path: Path) -> None:
     url, steps = str(tmp_path / "saver.db"), 40
     message = "m" * 1_000

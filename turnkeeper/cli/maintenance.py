@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +20,7 @@ from turnkeeper.cli.context import (
     without_cycle_collection,
 )
 from turnkeeper.cli.output import print_json, safe, to_jsonable
-from turnkeeper.errors import DataLoss, FailedPrecondition
+from turnkeeper.errors import DataLoss, FailedPrecondition, NotFound
 
 # What a command needs beyond parsing its arguments is imported when it runs.
 if TYPE_CHECKING:
@@ -252,8 +254,44 @@ def _exit_for(report: VerifyReport) -> None:
     raise typer.Exit(FailedPrecondition("").exit_code)
 
 
+# A database outside any project: one a LangGraph saver writes (docs/langgraph.md).
+_OTHER_DATABASE = typer.Option(
+    None,
+    "--database-url",
+    metavar="URL",
+    help="Check this database (a SQLite file or postgresql:// URL) instead of the "
+    "project's: one a LangGraph saver keeps outside any project.",
+)
+
+
+@contextmanager
+def _store_to_check(database_url: str | None) -> Iterator[EventStore]:
+    """The project's store, or the database ``--database-url`` names, which must exist:
+    checking a database never creates one."""
+    if database_url is None:
+        with open_project_store() as (_, store):
+            yield store
+        return
+    from turnkeeper.store import open_store
+
+    # A SQLite file is a path, or a sqlite:/// URL's path; a server's URL is tried as is.
+    scheme, _, rest = database_url.partition("://")
+    path = rest[1:] if scheme.startswith("sqlite") else None if rest else database_url
+    if path is not None and not Path(path).expanduser().is_file():
+        raise NotFound(
+            f"no database at {database_url}",
+            reason="database_not_found",
+            details={"database_url": database_url},
+        )
+    store = open_store(database_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 @handles_errors
-def verify(as_json: bool = JsonOption) -> None:
+def verify(database_url: str | None = _OTHER_DATABASE, as_json: bool = JsonOption) -> None:
     """Check the whole store: every checksum, every projection against its events.
 
     Exit code 0 when all is well, 10 (DATA_LOSS) for a damaged or lost record, 6 for
@@ -265,7 +303,7 @@ def verify(as_json: bool = JsonOption) -> None:
     from turnkeeper.runtime.services.folder import kernel_folder
     from turnkeeper.runtime.services.workspace_claims import behind_mismatches
 
-    with open_project_store() as (_, store), output.console.status("verifying", spinner="dots"):
+    with _store_to_check(database_url) as store, output.console.status("verifying"):
         report = store.verify(kernel_folder())
         report.mismatches.extend(behind_mismatches(store))
     if as_json:
@@ -285,6 +323,7 @@ def repair(
         "database_behind_workspace): its snapshots the log lacks move to "
         "refs/turnkeeper/lost/ and `run` goes on from what the log holds.",
     ),
+    database_url: str | None = _OTHER_DATABASE,
     as_json: bool = JsonOption,
 ) -> None:
     """Rebuild every projection that disagrees with its events, then verify again.
@@ -295,7 +334,7 @@ def repair(
     from turnkeeper.runtime.services.folder import kernel_folder
     from turnkeeper.runtime.services.workspace_claims import accept_losses, behind_mismatches
 
-    with open_project_store() as (_, store), output.console.status("repairing", spinner="dots"):
+    with _store_to_check(database_url) as store, output.console.status("repairing"):
         moved = accept_losses(store, accept_loss)
         report = store.repair(kernel_folder())
         report.after.mismatches.extend(behind_mismatches(store))
