@@ -1,9 +1,10 @@
 """The working turn: the real ``turnkeeper run`` on turns that change their workspace.
 
 A turn that changes nothing reuses its workspace's last snapshot; a turn that does
-work takes a new one (``git add``, ``write-tree``, ``commit-tree``, ``update-ref``)
-and retention prunes the oldest, so its cost is mostly in the git processes the
-controller starts, which its own CPU does not show. Here every turn's host
+work takes a new one (the session index's ``add -A``, its tree, a commit and its
+ref, through libgit2 in the controller, or git's own processes where libgit2 would
+differ) and retention prunes the oldest: what a git process costs is in the
+controller's reaped children, not its own CPU, so both are read. Here every turn's host
 (:func:`benchmarks.real_run.working_host`) appends a line of its own to a file of the
 workspace and exits 0, which completes the turn's todo: the goal has a todo for every
 turn of the run (and one more, so it does not close before the run's budget is

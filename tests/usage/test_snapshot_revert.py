@@ -135,10 +135,10 @@ def test_turns_take_snapshots_and_a_revert_keeps_what_it_never_captured(
 LOCKING_AGENT = """#!/bin/sh
 # Turn 1 leaves a lock on the session's snapshot index, as a concurrent git would;
 # turn 2 removes it.
-lock=".git/turnkeeper/$TURNKEEPER_SESSION_ID.index.lock"
+lock=".git/turnkeeper/sessions/$TURNKEEPER_SESSION_ID/index.lock"
 if [ ! -e "{state}/first-done" ]; then
   echo one > one.txt
-  mkdir -p .git/turnkeeper && touch "$lock"
+  mkdir -p "$(dirname "$lock")" && touch "$lock"
   touch "{state}/first-done"
 else
   rm -f "$lock"

@@ -60,6 +60,7 @@ _DROPPED_ENV = (
 )
 TIMEOUT_S = 120.0
 PRIVATE_NAME = "turnkeeper"
+SESSIONS_DIR = "sessions"
 # Where completed turns' snapshots live (runtime/workspaces/snapshots.py).
 SNAPSHOT_REF_PREFIX = "refs/turnkeeper/snapshots"
 
@@ -170,6 +171,12 @@ def git_dir(workspace: Path) -> Path:
     if dot_git.is_dir():
         return dot_git
     return Path(git(workspace, "rev-parse", "--absolute-git-dir").stdout.strip())
+
+
+def session_git_dir(git_dir: Path, session_id: str) -> Path:
+    """A session's own git directory inside ``git_dir``: its snapshot index, and the
+    ``commondir`` through which libgit2 sees the repository (runtime/workspaces/libgit.py)."""
+    return git_dir / PRIVATE_NAME / SESSIONS_DIR / session_id
 
 
 def private_git_dir(workspace: Path) -> Path:

@@ -2,9 +2,9 @@
 
 A snapshot is a git commit object under a private ref,
 ``refs/turnkeeper/snapshots/<session>/<ordinal>-<turn>``, whose tree holds the
-tracked files and the untracked-but-not-ignored ones. It is built through a
-temporary index file (``GIT_INDEX_FILE``), so the user's HEAD, branch, index and
-stash are never touched: a dirty index with staged changes stays exactly as it was.
+tracked files and the untracked-but-not-ignored ones. It is built through an index
+file of the session's own, so the user's HEAD, branch, index and stash are never
+touched: a dirty index with staged changes stays exactly as it was.
 turnkeeper's own ``.turnkeeper/`` directory is never part of a snapshot (it holds
 the snapshots' artifact copies and host state, which a revert must not rewind).
 
@@ -23,8 +23,12 @@ taken: the session, the turn, its ordinal, how many turns the session had accept
 and the goal stream's head (:class:`SnapshotClaims`). A database found behind
 those claims lost acknowledged writes (runtime/services/workspace_claims.py).
 
-Cost. Each session keeps its own index file in the git directory, so ``git add -A``
-re-hashes only what changed since the last snapshot. A turn that changed nothing
+Cost. Each session keeps its own index file in the git directory, so ``add -A``
+re-hashes only what changed since the last snapshot. The tree, the commit, its ref
+and retention's pruning are written in this process through libgit2
+(runtime/workspaces/libgit.py): a snapshot starts no process. Where libgit2 would not
+do what git does, git's own processes do it (``GIT_INDEX_FILE``, ``add -A``,
+``write-tree``, ``commit-tree``, ``update-ref``). A turn that changed nothing
 — same stat fingerprint of the worktree, HEAD and artifact
 (runtime/workspaces/workspace_fingerprint.py), or the same tree, parent and artifact digest —
 reuses the last snapshot instead of writing a new commit: the snapshot a revert
@@ -37,10 +41,10 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from turnkeeper.effects import split_host_config
 from turnkeeper.errors import FailedPrecondition, TurnkeeperError
@@ -50,23 +54,40 @@ from turnkeeper.hosts.workspace_folder import FOLDER_NAME, workspace_folder
 from turnkeeper.json_types import JsonMapping
 from turnkeeper.kernel.session.records import SnapshotRef
 from turnkeeper.memo import Memo
-from turnkeeper.runtime.workspaces.gitcmd import SNAPSHOT_REF_PREFIX, git, private_git_dir
+from turnkeeper.runtime.workspaces.gitcmd import (
+    PRIVATE_NAME,
+    SNAPSHOT_REF_PREFIX,
+    git,
+    session_git_dir,
+)
+from turnkeeper.runtime.workspaces.scratch_index import (
+    PATHSPEC,
+    scratch_dir,
+    seed_index,
+    workspace_tree,
+)
 from turnkeeper.runtime.workspaces.workspace import git_revision
 from turnkeeper.runtime.workspaces.workspace_fingerprint import fingerprint
 
-__all__ = ["REF_PREFIX", "Snapshot", "SnapshotClaims", "capture", "git", "workspace_tree"]
+if TYPE_CHECKING:
+    import pygit2
+
+__all__ = [
+    "PATHSPEC",
+    "REF_PREFIX",
+    "Snapshot",
+    "SnapshotClaims",
+    "capture",
+    "git",
+    "scratch_dir",
+    "seed_index",
+    "workspace_tree",
+]
 
 REF_PREFIX = SNAPSHOT_REF_PREFIX
 PRIVATE_DIR = FOLDER_NAME
 RETAIN_ENV = "TURNKEEPER_SNAPSHOT_RETAIN"
 DEFAULT_RETAIN = 20
-# Everything below the workspace except turnkeeper's private directory at its top.
-# The excluded name starts with a wildcard on purpose: git (2.39 at least) reports an
-# exclude pathspec whose literal part names an ignored path as "paths are ignored"
-# and fails the whole ``add`` — and ``turnkeeper init`` ignores ``.turnkeeper/``.
-# (Plain pathspecs: ``*`` matches across ``/``, so the second covers everything below.)
-PATHSPEC = (".", f":(exclude,top)[{PRIVATE_DIR[0]}]{PRIVATE_DIR[1:]}",
-            f":(exclude,top)[{PRIVATE_DIR[0]}]{PRIVATE_DIR[1:]}/*")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -188,54 +209,6 @@ def submodule_refusal(workspace: Path) -> str | None:
     return None
 
 
-def _head(workspace: Path) -> str | None:
-    proc = git(workspace, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
-def scratch_dir(workspace: Path, prefix: str) -> tempfile.TemporaryDirectory[str]:
-    """A temporary directory in the git directory (``turnkeeper/tmp/``), not ``/tmp``:
-    what a killed process leaves there stays inside the repository it belongs to."""
-    base = private_git_dir(workspace) / "tmp"
-    base.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=prefix, dir=base)
-
-
-def workspace_tree(workspace: Path) -> str:
-    """The tree of the worktree as it is now (tracked + untracked-not-ignored files), built
-    in a throwaway index so the user's index is untouched."""
-    with scratch_dir(workspace, "index-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        seed_index(workspace, Path(tmp) / "index", env)
-        git(workspace, "add", "-A", "--", *PATHSPEC, env=env)
-        return git(workspace, "write-tree", env=env).stdout.strip()
-
-
-def seed_index(workspace: Path, target: Path, env: Mapping[str, str]) -> None:
-    """Start the throwaway index from a copy of the user's index (its stat cache spares
-    ``git add -A`` from rehashing every file each turn; ``add -A`` then makes every
-    path match the worktree, so what the user staged does not leak in), else from HEAD.
-    Either way tracked files that match an ignore rule stay in, as git keeps them."""
-    user_index = git(workspace, "rev-parse", "--git-path", "index").stdout.strip()
-    source = workspace / user_index
-    if source.is_file() and _plain_index(workspace, source):
-        # copy2 keeps the index's mtime: git's racy-clean check compares file mtimes
-        # with it, and a fresh mtime would make a just-modified file look clean.
-        shutil.copy2(source, target)
-    elif _head(workspace) is not None:
-        git(workspace, "read-tree", "HEAD", env=env)
-
-
-def _plain_index(workspace: Path, index: Path) -> bool:
-    """An index safe to copy: not split (its shared part would not follow the copy) and
-    with no assume-unchanged / skip-worktree entries (``add -A`` would not look at
-    those files, and the snapshot would miss their changes)."""
-    if any(index.parent.glob("sharedindex.*")):
-        return False
-    tags = git(workspace, "--no-optional-locks", "ls-files", "-v", "-z").stdout
-    return not any(e and (e[0].islower() or e[0] == "S") for e in tags.split("\0"))
-
-
 def snapshot_name(ordinal: int, turn_id: str) -> str:
     return f"{ordinal:08d}-{turn_id}"
 
@@ -294,35 +267,43 @@ def _capture(
     last: tuple[tuple[object, ...] | None, Snapshot] | None,
     retain: int | None,
 ) -> Snapshot:
-    tree = _session_tree(workspace, session_id)
-    parent = git_revision(workspace)
-    if last is not None and _unchanged(last[1], tree, parent, artifact):
-        return last[1]  # only ignored or stat-only changes: the same snapshot
-    args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
-    commit = git(workspace, *args).stdout.strip()
-    ref = f"{REF_PREFIX}/{session_id}/{name}"
-    git(workspace, "update-ref", ref, commit)
-    copied: Path | None = None
-    digest: str | None = None
-    if artifact is not None and artifact.is_file():
-        workspace_folder(workspace)  # a transcript's copy: out of the user's `git add -A`
-        target = copy_dir(workspace, session_id, name)
-        target.mkdir(parents=True, exist_ok=True)
-        copied = target / artifact.name
-        tmp = copied.with_name(copied.name + ".tmp")
-        shutil.copyfile(artifact, tmp)
-        os.replace(tmp, copied)  # a crash mid-copy never leaves a truncated copy
-        digest = sha256_file(copied)
-    prune(workspace, session_id, retain if retain is not None else retain_count())
-    return Snapshot(
-        ref=ref,
-        commit=commit,
-        tree=tree,
-        artifact_path=str(artifact) if artifact is not None else None,
-        artifact_copy=str(copied) if copied is not None else None,
-        artifact_digest=digest,
-        parent=parent,
-    )
+    # Imported here, not with the module: pygit2 takes a tenth of a second to load, and
+    # the commands that only list or delete snapshots never need it.
+    from turnkeeper.runtime.workspaces import libgit
+
+    with libgit.session_repository(workspace, session_id) as repo:  # None: git does it
+        tree = _session_tree(workspace, session_id, repo)
+        parent = git_revision(workspace)
+        if last is not None and _unchanged(last[1], tree, parent, artifact):
+            return last[1]  # only ignored or stat-only changes: the same snapshot
+        ref = f"{REF_PREFIX}/{session_id}/{name}"
+        if repo is not None:
+            commit = libgit.create_snapshot(repo, tree, parent, message, ref)
+        else:
+            args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+            commit = git(workspace, *args).stdout.strip()
+            git(workspace, "update-ref", ref, commit)
+        copied: Path | None = None
+        digest: str | None = None
+        if artifact is not None and artifact.is_file():
+            workspace_folder(workspace)  # a transcript's copy: out of the user's `git add -A`
+            target = copy_dir(workspace, session_id, name)
+            target.mkdir(parents=True, exist_ok=True)
+            copied = target / artifact.name
+            tmp = copied.with_name(copied.name + ".tmp")
+            shutil.copyfile(artifact, tmp)
+            os.replace(tmp, copied)  # a crash mid-copy never leaves a truncated copy
+            digest = sha256_file(copied)
+        prune(workspace, session_id, retain if retain is not None else retain_count(), repo)
+        return Snapshot(
+            ref=ref,
+            commit=commit,
+            tree=tree,
+            artifact_path=str(artifact) if artifact is not None else None,
+            artifact_copy=str(copied) if copied is not None else None,
+            artifact_digest=digest,
+            parent=parent,
+        )
 
 
 def _unchanged(previous: Snapshot, tree: str, parent: str | None, artifact: Path | None) -> bool:
@@ -335,12 +316,14 @@ def _unchanged(previous: Snapshot, tree: str, parent: str | None, artifact: Path
     return live == previous.artifact_digest
 
 
-def _session_tree(workspace: Path, session_id: str) -> str:
+def _session_tree(workspace: Path, session_id: str, repo: pygit2.Repository | None) -> str:
     """The worktree's tree through the session's own index file, kept in the git
-    directory (``.git/turnkeeper/``: never part of the worktree or ``git status``)
-    between snapshots, so its stat cache spares ``add -A`` from re-hashing unchanged
-    files. A damaged index (a crash cannot leave one: git renames it into place) is
-    rebuilt. A ``.git`` file (a linked worktree) gets a throwaway index each time."""
+    directory (``.git/turnkeeper/sessions/<session>/``: never part of the worktree or
+    ``git status``) between snapshots, so its stat cache spares ``add -A`` from
+    re-hashing unchanged files. Built in this process when ``repo`` is given
+    (runtime/workspaces/libgit.py), by git when it is not or libgit2 refuses. A damaged
+    index (a crash cannot leave one: both rename it into place) is rebuilt. A ``.git``
+    file (a linked worktree) gets a throwaway index each time."""
     index = session_index_file(workspace, session_id)
     if index is None:
         return workspace_tree(workspace)
@@ -349,6 +332,13 @@ def _session_tree(workspace: Path, session_id: str) -> str:
         if not index.is_file():
             index.parent.mkdir(parents=True, exist_ok=True)
             seed_index(workspace, index, env)
+        if repo is not None:
+            from turnkeeper.runtime.workspaces import libgit  # loaded: repo is its
+
+            try:
+                return libgit.session_tree(repo, workspace / ".git" / "index")
+            except libgit.REFUSED:
+                pass  # what libgit2 refuses (a nested repository, a damaged index): git
         try:
             _drop_newly_ignored(workspace, env)
             git(workspace, "add", "-A", "--", *PATHSPEC, env=env)
@@ -384,8 +374,17 @@ def _drop_newly_ignored(workspace: Path, env: Mapping[str, str]) -> None:
 
 
 def session_index_file(workspace: Path, session_id: str) -> Path | None:
+    """The session's index, in its own git directory (runtime/workspaces/libgit.py); one
+    an earlier version kept at ``.git/turnkeeper/<session>.index`` is moved there."""
     git_dir = workspace / ".git"
-    return git_dir / "turnkeeper" / f"{session_id}.index" if git_dir.is_dir() else None
+    if not git_dir.is_dir():
+        return None
+    index = session_git_dir(git_dir, session_id) / "index"
+    legacy = git_dir / PRIVATE_NAME / f"{session_id}.index"
+    if legacy.is_file() and not index.is_file():
+        index.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(legacy, index)  # its stat cache goes on serving
+    return index
 
 
 def forget(workspace: Path, session_id: str) -> None:
@@ -418,12 +417,21 @@ def refs_under(workspace: Path, prefix: str) -> list[tuple[str, str]]:
     return sorted((ref, commit) for ref, commit in pairs)
 
 
-def prune(workspace: Path, session_id: str, retain: int) -> list[str]:
-    """Drop the session's snapshots beyond the newest ``retain``: refs and copies."""
-    refs = session_refs(workspace, session_id)
-    dropped = [ref for ref, _ in refs[: max(0, len(refs) - retain)]]
+def prune(
+    workspace: Path, session_id: str, retain: int, repo: pygit2.Repository | None = None
+) -> list[str]:
+    """Drop the session's snapshots beyond the newest ``retain``: refs and copies (the
+    refs in this process when ``repo``, the session's libgit2 view, is given)."""
+    if repo is not None:
+        from turnkeeper.runtime.workspaces import libgit  # loaded: repo is its
+
+        dropped = libgit.prune_refs(repo, f"{REF_PREFIX}/{session_id}/", retain)
+    else:
+        refs = session_refs(workspace, session_id)
+        dropped = [ref for ref, _ in refs[: max(0, len(refs) - retain)]]
+        for ref in dropped:
+            git(workspace, "update-ref", "-d", ref)
     for ref in dropped:
-        git(workspace, "update-ref", "-d", ref)
         shutil.rmtree(copy_dir(workspace, session_id, ref.rsplit("/", 1)[1]), ignore_errors=True)
     return dropped
 
@@ -431,9 +439,10 @@ def prune(workspace: Path, session_id: str, retain: int) -> list[str]:
 def remove_all(workspace: Path, session_id: str) -> None:
     """Every snapshot ref and copy of a session (session delete): no orphans left."""
     forget(workspace, session_id)
-    index = session_index_file(workspace, session_id)
-    if index is not None:
-        index.unlink(missing_ok=True)
+    git_dir = workspace / ".git"
+    if git_dir.is_dir():  # the session's own git directory, its index in it
+        shutil.rmtree(session_git_dir(git_dir, session_id), ignore_errors=True)
+        (git_dir / PRIVATE_NAME / f"{session_id}.index").unlink(missing_ok=True)
     for ref, _ in session_refs(workspace, session_id):
         git(workspace, "update-ref", "-d", ref)
     shutil.rmtree(workspace / PRIVATE_DIR / "snapshots" / session_id, ignore_errors=True)

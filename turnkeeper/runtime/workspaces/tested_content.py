@@ -18,7 +18,7 @@ from pathlib import Path
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.runtime.workspaces.gitcmd import git
-from turnkeeper.runtime.workspaces.snapshots import workspace_tree
+from turnkeeper.runtime.workspaces.scratch_index import workspace_tree
 from turnkeeper.runtime.workspaces.workspace import discovery_overridden, git_marker
 
 log = logging.getLogger(__name__)
