@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -244,7 +245,10 @@ def run_fleet(
     sessions: int,
     todos: int,
     say: Say,
+    under: Sequence[Sequence[str]] = (),
 ) -> FleetPoint:
+    """``under``: per worker, a command it is started under (``ip netns exec NAME``:
+    a machine of its own, see ``_pg_netns``); none: all on this one."""
     project = make_project(work, url, sessions, todos)
     say(f"   {sessions} sessions x {todos} todos built in {project.build_s:.1f} s")
     per_worker = math.ceil(sessions / workers)
@@ -257,7 +261,14 @@ def run_fleet(
     sampler = DatabaseCpu(server, database)
     t0 = time.perf_counter()
     runs = [
-        RunProcess(project.root, args, work / f"worker-{i}", timed=False) for i in range(workers)
+        RunProcess(
+            project.root,
+            args,
+            work / f"worker-{i}",
+            timed=False,
+            under=under[i] if under else (),
+        )
+        for i in range(workers)
     ]
     outcomes = []
     try:

@@ -3,14 +3,17 @@
 * :class:`BareInsert` — the floor: plain psycopg, one prepared ``INSERT`` of a row
   shaped like an event row, then ``COMMIT`` (``synchronous_commit`` as the server
   has it: on by default, so the commit waits for the WAL flush).
-* :class:`PgTurn` — turnkeeper's turn, as ``turn_bench`` runs it (``TurnLoop``: load,
-  plan, ``TurnDriver.run_turn`` with the in-process no-op host), on a store opened
-  with ``open_store("postgresql://...")``.
+* :class:`PgTurn` — turnkeeper's turn as a worker runs it (``TurnLoop``'s load and
+  plan, with the session, goal and settings heads confirmed by one read as the
+  controller's step confirms them, then ``TurnDriver.run_turn`` with the in-process
+  no-op host), on a store opened with ``open_store("postgresql://...")``.
 * :class:`StoreAppend` — one durable ``SqlEventStore.append`` (one event and its
   projection), the store's part of a turn alone.
-* :class:`PgDbosStep` — ``peers.DbosStep`` with its system database on the server.
-* :class:`WireCounter` — statements and round trips per turn, counted on psycopg's
-  classes while it is active.
+* :class:`PgDbosStep` — ``peers.DbosStep`` with its system database on the server;
+  :class:`PgDbosTurn` — DBOS at the turn's durability: an intent step and a result
+  step, two commits.
+* :func:`server_commits` — the server's own count of a database's committed
+  transactions (``pg_stat_database.xact_commit``).
 
 Databases: :func:`create_database` / :func:`drop_database` on the server's
 maintenance URL; every database the benchmark makes carries its run's prefix.
@@ -20,9 +23,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -32,7 +32,13 @@ from psycopg import sql
 
 from benchmarks._common import CommitCounter, TurnLoop, git_workspace, timed
 from benchmarks.peers import DbosStep, _dbos_functions, _loop_samples
-from turnkeeper.store import NewEvent, SqlEventStore, open_store
+from turnkeeper.kernel.session import NextTurn, plan_next_turn
+from turnkeeper.runtime.log.streams import heads_read_together
+from turnkeeper.runtime.services.extension_settings import EXTENSIONS_STREAM
+from turnkeeper.runtime.services.goals import goal_stream
+from turnkeeper.runtime.services.sessions import session_stream
+from turnkeeper.runtime.turn.planning import goal_view
+from turnkeeper.store import NewEvent, open_store
 
 CONNECT_TIMEOUT_S = 5
 PAYLOAD = json.dumps({"type": "host.item", "text": "x" * 160, "n": 0})
@@ -137,13 +143,35 @@ class PgTurn:
         else:
             workspace.mkdir()
         self.loop = TurnLoop(self.store, workspace, key)
+        self.streams = [
+            session_stream(self.loop.session_id),
+            EXTENSIONS_STREAM,
+            goal_stream(self.loop.goal_id),
+        ]
         self.counter = CommitCounter(self.store)
         self.cpu_s = 0.0
         self.turns = 0
 
+    def step(self) -> None:
+        """One worker turn: load and plan with the heads read together, as the
+        controller's step does (controller.py), then run it."""
+        loop = self.loop
+        ctl, sid = loop.controller, loop.session_id
+        with heads_read_together(self.store, self.streams):
+            session = ctl.sessions.load(sid)
+            now = ctl.sessions.now()
+            goal = ctl.goals.load(session.goal_id)
+            plan = plan_next_turn(session, goal_view(goal, sid, now), now)
+        if not isinstance(plan, NextTurn):
+            raise RuntimeError(f"session {sid} stopped: {plan}")
+        result = ctl.driver.run_turn(session, plan, goal)
+        if not result.succeeded:
+            raise RuntimeError(f"turn {result.turn_id} failed: {result.outcome}")
+        loop.turns += 1
+
     def samples(self, n: int) -> list[float]:
         cpu0 = time.process_time()
-        out = timed(self.loop.step, n)
+        out = timed(self.step, n)
         self.cpu_s += time.process_time() - cpu0
         self.turns += n
         return out
@@ -199,70 +227,33 @@ class PgDbosStep(DbosStep):
         return _loop_samples(n, intent=False)
 
 
-# -- what a turn sends -----------------------------------------------------------------
+class PgDbosTurn:
+    """DBOS at a turn's durability, on the DBOS a :class:`PgDbosStep` launched: an
+    intent step and a result step in the long workflow, each one commit."""
+
+    name = "DBOS turn: intent step + result step in a long workflow (PostgreSQL)"
+
+    def samples(self, n: int) -> list[float]:
+        return _loop_samples(n, intent=True)
+
+    def close(self) -> None:
+        """Nothing of its own: the step's DBOS is closed with the step."""
 
 
-class WireCounter:
-    """Counts, while :meth:`active`, every statement psycopg is asked to run (by its
-    first word; ``;`` is the connection pool's liveness ping), the rows of each
-    ``executemany``, and ``Connection.wait`` calls — each is one exchange with the
-    server the calling thread blocks on, so about one round trip."""
+# -- what the server counted ---------------------------------------------------------
 
-    def __init__(self) -> None:
-        self.statements: Counter[str] = Counter()
-        self.batch_rows = 0
-        self.waits = 0
-
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        cursor, conn = psycopg.Cursor, psycopg.Connection
-        execute, executemany, wait = cursor.execute, cursor.executemany, conn.wait
-
-        def counted_execute(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-            self.statements[_first_word(query)] += 1
-            return execute(cur, query, *args, **kwargs)
-
-        def counted_executemany(cur: Any, query: Any, params: Any, *args: Any, **kw: Any) -> Any:
-            rows = list(params)
-            self.statements[_first_word(query) + " (executemany)"] += 1
-            self.batch_rows += len(rows)
-            return executemany(cur, query, rows, *args, **kw)
-
-        def counted_wait(connection: Any, *args: Any, **kwargs: Any) -> Any:
-            self.waits += 1
-            return wait(connection, *args, **kwargs)
-
-        cursor.execute = counted_execute  # type: ignore[assignment,method-assign]
-        cursor.executemany = counted_executemany  # type: ignore[assignment,method-assign]
-        conn.wait = counted_wait  # type: ignore[assignment,method-assign]
-        try:
-            yield
-        finally:
-            cursor.execute, cursor.executemany = execute, executemany  # type: ignore[method-assign]
-            conn.wait = wait  # type: ignore[method-assign]
+# A backend reports its statistics when idle, at most once a second (PostgreSQL 15's
+# PGSTAT_MIN_INTERVAL): waited for before each read of them.
+STATS_SETTLE_S = 1.5
 
 
-def _first_word(query: Any) -> str:
-    text = query if isinstance(query, str) else str(getattr(query, "_obj", query))
-    words = text.strip().split()
-    return words[0].upper() if words else "(empty)"
-
-
-def count_wire(loop: TurnLoop, store: SqlEventStore, turns: int) -> dict[str, Any]:
-    """``turns`` more turns of ``loop`` with the wire counted: per turn, the statements
-    by kind, the rows sent in batches, psycopg's waits (≈ round trips), the commits."""
-    counter = WireCounter()
-    commits = CommitCounter(store)
-    with counter.active():
-        for _ in range(turns):
-            loop.step()
-    per = {k: v / turns for k, v in sorted(counter.statements.items(), key=lambda kv: -kv[1])}
-    return {
-        "turns": turns,
-        "statements_per_turn": per,
-        "statements_total_per_turn": sum(per.values()),
-        "batched_rows_per_turn": counter.batch_rows / turns,
-        "round_trips_per_turn": counter.waits / turns,
-        "commits_per_turn": commits.total / turns,
-        "durable_commits_per_turn": commits.durable / turns,
-    }
+def server_commits(server: str, name: str) -> int:
+    """Transactions committed in database ``name``, as the server counts them (every
+    statement run outside a transaction is one too), once its backends reported."""
+    time.sleep(STATS_SETTLE_S)
+    with admin(server) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (name,)
+        ).fetchone()
+    return int(row[0]) if row else 0

@@ -18,14 +18,22 @@ them at the end. In one run, on one server:
        directory (no workspace snapshot);
    (s) one durable ``SqlEventStore.append`` (one event and its projection);
    (c) one DBOS step: ``@DBOS.step`` in a long-running ``@DBOS.workflow``, DBOS's
-       system database on the same server.
+       system database on the same server; (c') a DBOS turn at the turn's
+       durability: an intent step and a result step, two commits.
 
-   Then the turn's wire: statements per turn by kind, psycopg's waits on the server
-   (about one round trip each), commits per turn.
+   Then **the wire**, counted outside the client library (``_pg_wire.WireTap``, a
+   relay in front of the server that parses the server's messages): per operation,
+   round trips (a request flight and its answer), the server's ``COMMIT``s, its
+   statements by kind; and the server's own count of committed transactions in the
+   benchmark's database (``pg_stat_database.xact_commit``: reads outside a
+   transaction count too). For (a), (s), (b) and (c'), each on fresh connections
+   through the relay after a warm-up; the latency rounds never go through it.
 
 2. **Workers**: the real ``turnkeeper run --worker`` in 1, 2 and 4 processes sharing
    one database's sessions (see ``_pg_fleet``): turns per second while every session
    runs, and where the CPU went — the workers, their hosts, the database's backends.
+   With ``--netns``, the same again with each worker in a network namespace of its
+   own, reaching a throwaway cluster over a veth link (``_pg_netns``; needs root).
 """
 
 from __future__ import annotations
@@ -56,26 +64,30 @@ from benchmarks._common import (
     run_in_directory,
 )
 from benchmarks._pg_fleet import FleetPoint, run_fleet
+from benchmarks._pg_netns import render_netns, run_netns_fleet, why_not
 from benchmarks._pg_peers import (
     BareInsert,
     PgDbosStep,
+    PgDbosTurn,
     PgTurn,
     StoreAppend,
-    count_wire,
     create_database,
     drop_database,
+    server_commits,
     server_settings,
     server_version,
 )
+from benchmarks._pg_wire import WireTap
 from benchmarks.peers import Peer, missing_peers, peer_versions
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-BARE, TURN, TURN_PLAIN, APPEND, DBOS = (
+BARE, TURN, TURN_PLAIN, APPEND, DBOS, DBOS_TURN = (
     "bare_insert",
     "turn",
     "turn_plain_dir",
     "append",
     "dbos_step",
+    "dbos_turn",
 )
 LABELS = {
     BARE: "(a) bare committed insert (psycopg, prepared INSERT + COMMIT)",
@@ -83,8 +95,23 @@ LABELS = {
     TURN_PLAIN: "(b') the same turn, plain-directory workspace (no snapshot)",
     APPEND: "(s) one durable SqlEventStore.append (1 event + projection)",
     DBOS: "(c) one DBOS step in a long workflow (PostgreSQL system database)",
+    DBOS_TURN: "(c') DBOS turn: intent step + result step (two commits, as (b))",
 }
-SHORT = {BARE: "bare", TURN: "turn", TURN_PLAIN: "plain", APPEND: "append", DBOS: "dbos"}
+SHORT = {
+    BARE: "bare",
+    TURN: "turn",
+    TURN_PLAIN: "plain",
+    APPEND: "append",
+    DBOS: "dbos",
+    DBOS_TURN: "dbos2",
+}
+# What the wire phase counts, in the order shown.
+WIRE_LABELS = {
+    BARE: "(a) bare insert",
+    APPEND: "(s) append",
+    TURN: "(b) turn",
+    DBOS_TURN: "(c') DBOS turn",
+}
 TARGET_TURN_VS_BARE = 3.0
 TARGET_WORKERS_4_VS_1 = 1.0
 
@@ -100,6 +127,7 @@ class Settings:
     workers: tuple[int, ...] = (1, 2, 4)
     repeats: int = 1
     profile_turns: int = 0
+    netns: bool = False
 
 
 FULL = Settings(
@@ -132,6 +160,8 @@ class Results:
     latency: Latency
     fleet: dict[str, list[FleetPoint]] = field(default_factory=dict)
     fleet_median_turns_per_s: dict[str, float] = field(default_factory=dict)
+    # Each worker in a namespace of its own (``--netns``), on a throwaway cluster.
+    netns_fleet: dict[str, list[FleetPoint]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: dict[str, Any] | None = None
@@ -177,9 +207,8 @@ def measure_latency(
         if DBOS not in skipped:
             _, dbos_url = dbs.make("dbos")
             peers[DBOS] = PgDbosStep(dbos_url)
+            peers[DBOS_TURN] = PgDbosTurn()
         res = _rounds(peers, turn, settings, say)
-        say(f"   the turn's wire: {settings.wire_turns} more turns, statements counted")
-        res.wire = count_wire(turn.loop, turn.store, settings.wire_turns)
         profile = None
         if settings.profile_turns:
             say(f"   profiling {settings.profile_turns} turns (cProfile) ...")
@@ -188,6 +217,57 @@ def measure_latency(
     finally:
         for peer in peers.values():
             peer.close()
+
+
+def measure_wire(
+    work: Path, dbs: Databases, settings: Settings, say: Say, skipped: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Each peer alone, in a database of its own, on fresh connections through a
+    :class:`WireTap`: warmed up, then ``wire_turns`` operations counted on the wire and
+    by the server, then closed before the next one starts."""
+    n, warm = settings.wire_turns, settings.warmup
+    say(f"   the wire: {n} operations each through a counting relay")
+    out: dict[str, dict[str, Any]] = {}
+    tap = WireTap(dbs.server)
+    try:
+        for key, label in WIRE_LABELS.items():
+            if key == DBOS_TURN and DBOS in skipped:
+                continue
+            name, url = dbs.make(f"wire_{key}")
+            via = tap.url(url)
+            step: PgDbosStep | None = None
+            peer: Peer
+            if key == BARE:
+                peer = BareInsert(via)
+            elif key == APPEND:
+                peer = StoreAppend(via)
+            elif key == TURN:
+                peer = PgTurn(via, work, "wire", git=True)
+            else:
+                step, peer = PgDbosStep(via), PgDbosTurn()
+            try:
+                peer.samples(warm)
+                before = server_commits(dbs.server, name)
+                with tap.counting() as count:
+                    peer.samples(n)
+                out[key] = {**count.per(n), "server_commits": 0.0}
+                out[key]["server_commits"] = (server_commits(dbs.server, name) - before) / n
+            finally:
+                peer.close()
+                if step is not None:
+                    step.close()
+            say(f"   {label}: {_wire_line(out[key])}")
+    finally:
+        tap.close()
+    return out
+
+
+def _wire_line(w: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{k} {v:.1f}" for k, v in w["statements"].items())
+    return (
+        f"{w['round_trips']:.1f} round trips, {w['commits']:.1f} COMMITs, "
+        f"{w['server_commits']:.1f} server transactions; statements: {kinds}"
+    )
 
 
 def _rounds(peers: dict[str, Peer], turn: PgTurn, settings: Settings, say: Say) -> Latency:
@@ -291,6 +371,7 @@ def run(settings: Settings, say: Say, server: str = DEFAULT_URL) -> Results:
         try:
             say(f"1. latency: {settings.rounds} interleaved rounds x {settings.ops_per_round} ops")
             latency, profile = measure_latency(work, dbs, settings, say, skipped)
+            latency.wire = measure_wire(work, dbs, settings, say, skipped)
             res = Results(
                 machine=info,
                 versions=peer_versions(),
@@ -302,6 +383,16 @@ def run(settings: Settings, say: Say, server: str = DEFAULT_URL) -> Results:
                 database_prefix=dbs.prefix,
             )
             res.fleet = measure_fleet(work, dbs, settings, say)
+            if settings.netns:
+                why = why_not()
+                if why is None:
+                    res.netns_fleet = run_netns_fleet(
+                        work, settings.workers, settings.sessions, settings.todos,
+                        settings.repeats, say,
+                    )  # fmt: skip
+                else:
+                    res.skipped["netns"] = why
+                    say(f"[yellow]skipping the workers in namespaces: {why}[/yellow]")
         finally:
             dbs.drop_all()
         base = 0.0
@@ -311,6 +402,11 @@ def run(settings: Settings, say: Say, server: str = DEFAULT_URL) -> Results:
         for points in res.fleet.values():
             for p in points:
                 p.ratio_to_one = p.turns_per_s / base if base else 0.0
+        if res.netns_fleet.get("1"):
+            one = statistics.median(p.turns_per_s for p in res.netns_fleet["1"])
+            for points in res.netns_fleet.values():
+                for p in points:
+                    p.ratio_to_one = p.turns_per_s / one if one else 0.0
         res.machine["loadavg_end"] = load_average()
         res.targets = _targets(res)
         return res
@@ -344,15 +440,24 @@ def render(res: Results, console: Console) -> None:
         "",
     )
     console.print(table)
-    wire = lat.wire
-    if wire:
-        kinds = ", ".join(f"{k} {v:.1f}" for k, v in wire["statements_per_turn"].items())
-        console.print(
-            f"the turn's wire ({wire['turns']} turns): {wire['round_trips_per_turn']:.1f} round "
-            f"trips (psycopg waits), {wire['statements_total_per_turn']:.1f} statements "
-            f"({kinds}), {wire['batched_rows_per_turn']:.1f} rows in batches, "
-            f"{wire['commits_per_turn']:.1f} commits per turn"
+    if lat.wire:
+        wire = Table(title="the wire, per operation (counted on a relay and by the server)")
+        add_columns(
+            wire, "operation", "round trips", "COMMITs", "server transactions", "statements"
         )
+        for key, label in WIRE_LABELS.items():
+            w = lat.wire.get(key)
+            if w is None:
+                continue
+            kinds = ", ".join(f"{k} {v:.1f}" for k, v in w["statements"].items())
+            wire.add_row(
+                label,
+                f"{w['round_trips']:.1f}",
+                f"{w['commits']:.1f}",
+                f"{w['server_commits']:.1f}",
+                kinds,
+            )
+        console.print(wire)
     fleet = Table(title="turnkeeper run --worker processes on one database")
     add_columns(
         fleet, "workers", "turns/s", "vs 1", "workers CPU", "hosts CPU", "database CPU",
@@ -367,6 +472,8 @@ def render(res: Results, console: Console) -> None:
                 f"{p.limit}: {p.why}",
             )  # fmt: skip
     console.print(fleet)
+    if res.netns_fleet:
+        render_netns(res.netns_fleet, console)
     render_targets(res.targets, console)
     console.print(f"server: {res.server}")
     render_machine(res.machine, console)
@@ -378,8 +485,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = benchmark_arguments(__doc__, "a short run (about two minutes)")
     parser.add_argument("--database-url", default=DEFAULT_URL, help="the PostgreSQL server")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N turns")
+    parser.add_argument(
+        "--netns",
+        action="store_true",
+        help="also run the workers each in a network namespace of its own (root)",
+    )
     args = parser.parse_args(argv)
-    settings = replace(chosen_settings(args, FULL, QUICK, SMOKE), profile_turns=args.profile)
+    settings = replace(
+        chosen_settings(args, FULL, QUICK, SMOKE), profile_turns=args.profile, netns=args.netns
+    )
     res = run(settings, progress_printer(to_stderr=args.json), args.database_url)
     print_results(res, args.json, render)
     return 0

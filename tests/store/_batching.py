@@ -19,17 +19,20 @@ class Gate:
         self.entered = threading.Event()
         self.release = threading.Event()
         dialect = store.writer._dialect
-        real = dialect.begin_write
+        # Where the writer's transaction begins: its BEGIN, or the pipeline that sends
+        # BEGIN with the whole transaction (PostgreSQL).
+        name = "pipelined_commit" if dialect.pipelines else "begin_write"
+        real = getattr(dialect, name)
         first = [True]
 
-        def begin(cursor: Any, durable: bool = True) -> None:
+        def begin(*args: Any) -> Any:
             if first[0]:
                 first[0] = False
                 self.entered.set()
                 assert self.release.wait(30)
-            real(cursor, durable)
+            return real(*args)
 
-        monkeypatch.setattr(dialect, "begin_write", begin)
+        monkeypatch.setattr(dialect, name, begin)
 
 
 def in_thread(fn: Callable[[], Any], out: dict[str, Any], key: str) -> threading.Thread:

@@ -1,13 +1,15 @@
 """Where the store's reads and its writer take their DBAPI connections from.
 
-On SQLite a small pool of plain ``sqlite3`` connections: the store's reads and appends
-run fixed SQL on the driver's connection anyway, and a checkout from SQLAlchemy's pool
-cost ~25 µs of CPU (its events, its reset on return) on a turn that reads ~8 times;
-importing SQLAlchemy cost ~130 ms of every command that opened a store. SQLAlchemy's
-engine is made only when something needs it (a migration, verify, repair).
-
-On PostgreSQL SQLAlchemy's engine and pool serve every connection (its pool handles
-a server that dropped them, and bounds how many one process holds).
+A small pool of plain driver connections (``sqlite3``'s, psycopg's), made by the
+dialect's ``connect``: the store's reads and appends run fixed SQL on the driver's
+connection anyway, and a checkout from SQLAlchemy's pool cost ~25 µs of CPU (its
+events, its reset on return) on a turn that reads ~8 times; importing SQLAlchemy cost
+~130 ms of every command that opened a SQLite store. SQLAlchemy's engine is made only
+when something needs it (a migration, verify, repair; on PostgreSQL also the clock's
+resample), and on PostgreSQL its connections are made by the same ``connect``. A
+connection the server dropped is discarded by whoever met it, with the idle rest of
+the pool (the reader); SQLite with options in its URL keeps SQLAlchemy's pool
+(:class:`EnginePool`), whose dialect is what reads them.
 """
 
 from __future__ import annotations

@@ -97,6 +97,27 @@ class Dialect:
         wait for the disk, where the dialect sets that per transaction."""
         raise NotImplementedError
 
+    # Whether the driver can send a whole transaction in one exchange with the server
+    # (:meth:`pipelined_commit`).
+    pipelines = False
+
+    def pipelined_commit(
+        self, cursor: DBAPICursor, steps: Sequence[tuple[str, Sequence[SqlParams]]]
+    ) -> bool:
+        """Run ``steps`` (a statement in the driver's style, :meth:`sql`, and its rows:
+        one execution per row) between BEGIN and COMMIT in one exchange with the server.
+        True: committed. False: a statement failed; rolled back, nothing written.
+        Raises the driver's error when the connection failed (its COMMIT may have
+        landed unless :meth:`ended_before_commit` says it did not). Only where
+        :attr:`pipelines`."""
+        raise NotImplementedError
+
+    def ended_before_commit(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by :meth:`pipelined_commit`, proves that nothing of
+        the transaction was committed (the server said it ended the session first, or
+        nothing was sent)."""
+        return False
+
     def set_commit_durability(self, cursor: DBAPICursor, durable: bool) -> None:
         """Whether the next commits wait for the disk (set outside a transaction), where
         the dialect sets that per connection."""

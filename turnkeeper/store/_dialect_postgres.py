@@ -6,16 +6,24 @@ head check is one conditional statement (``UPDATE ... WHERE head_seq = ?`` or ``
 ... ON CONFLICT DO NOTHING``): a second writer at the same head waits for the first to
 commit, re-reads the row and matches nothing, so exactly one of them wins and the other
 gets ``StreamConflict``; the (stream, seq) key of the events is the backstop.
-Statements are prepared on first use (``prepare_threshold=0``); ``executemany`` runs in
-psycopg's pipeline mode, one round trip for a batch of events.
+Statements are prepared on first use (``prepare_threshold=0``). An append's whole
+transaction -- BEGIN, its head-checked projection writes, its events and index entries,
+COMMIT -- goes to the server in one pipeline (:meth:`PostgresDialect.pipelined_commit`):
+one round trip and the WAL flush, the floor of any committed insert. The store's reads
+and its writer take plain psycopg connections from the store's own pool
+(_connections.py); SQLAlchemy's engine is made only for migrations, verify and repair.
 """
 
 from __future__ import annotations
 
 import re
+import select
 import time
+from collections.abc import Sequence
 
 import psycopg
+from psycopg import pq
+from psycopg.conninfo import make_conninfo
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.url import make_url
@@ -29,12 +37,13 @@ from turnkeeper.errors import (
     Unavailable,
 )
 from turnkeeper.store import _statements as q
-from turnkeeper.store._connections import Connections, EnginePool
+from turnkeeper.store._connections import Connections, PlainPool
 from turnkeeper.store._dialect import (
     DBAPIConnection,
     DBAPICursor,
     Dialect,
     RowKey,
+    SqlParams,
     driver_error,
     where,
 )
@@ -44,6 +53,8 @@ from turnkeeper.store._wakeups import PostgresWakeups
 _MIGRATION_LOCK_KEY = 0x746B_6D69_6772_6174  # "tkmigrat"
 _STAMP_PREFIX = "turnkeeper-schema-stamp="
 CONNECT_TIMEOUT_S = 5
+# How many times an idle connection with something to read is read before it is used.
+_IDLE_READS = 4
 # How a connection notices that the server went out of reach (a cut link, a partition:
 # no reset ever arrives). Without these a call in flight waits for the kernel's TCP
 # retransmissions, a quarter of an hour; with them it fails as ``UNAVAILABLE`` after
@@ -75,11 +86,41 @@ _NO_SUCH_DATABASE = "3D000"  # invalid_catalog_name
 _NO_SUCH_DATABASE_TEXT = re.compile(r'database "(?P<name>[^"]*)" does not exist')
 
 
+class _NotCommitted(psycopg.OperationalError):
+    """The connection failed, and provably before anything of the transaction committed."""
+
+
+def _dropped_while_idle(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether the server ended this idle connection (a restart, a crash): an idle
+    connection has nothing to read but the server's last word or the end of the
+    stream. One poll, no round trip: once the whole transaction goes in one pipeline,
+    a connection found dead only by it could not tell whether the COMMIT landed."""
+    poller = select.poll()
+    try:
+        poller.register(conn.fileno(), select.POLLIN)
+    except psycopg.OperationalError:  # "the connection is lost": no socket left
+        return True
+    # The last word (FATAL 57P01, say) and the end may come apart: read until neither
+    # is left, or the end was met. A notice or a parameter's new value reads as
+    # nothing more and the connection is kept.
+    for _ in range(_IDLE_READS):
+        if not poller.poll(0):
+            return False
+        try:
+            conn.pgconn.consume_input()
+        except psycopg.OperationalError:
+            return True
+        if conn.pgconn.status == pq.ConnStatus.BAD:
+            return True
+    return False
+
+
 class PostgresDialect(Dialect):
     name = "postgresql"
     row_key = "entity_id"  # no rowid: verify pages through the index in key order
     first_row_key: RowKey = ""
     own_clock = True
+    pipelines = True
 
     def __init__(self, url: str, busy_timeout_s: float) -> None:
         super().__init__(url, busy_timeout_s)
@@ -88,31 +129,43 @@ class PostgresDialect(Dialect):
         except Exception as exc:
             raise InvalidArgument(f"not a database URL: {exc}", reason="bad_database_url") from exc
         self._engine_url = parsed.set(drivername="postgresql+psycopg")
+        # libpq's spelling of the URL with the connection options the engine's have.
+        self._conninfo = make_conninfo(
+            parsed.set(drivername="postgresql").render_as_string(hide_password=False),
+            connect_timeout=CONNECT_TIMEOUT_S,
+            **TCP_OPTIONS,
+        )
 
     def create_engine(self) -> Engine:
         return create_engine(
             self._engine_url,
-            # Prepared on first use: the hot statements are parsed and planned once.
-            connect_args={
-                "connect_timeout": CONNECT_TIMEOUT_S,
-                "prepare_threshold": 0,
-                **TCP_OPTIONS,
-            },
-            pool_size=8,
-            max_overflow=24,
-            # No ping before each use (it cost every read two round trips): a connection
-            # a server restart left dead fails its read, which is retried once on a
-            # fresh one (_reads.py); SQLAlchemy invalidates the pool on a disconnect.
-            # Reads run outside transactions: one statement each, and psycopg keeps its
-            # prepared statements (a rollback on every return to the pool drops them).
-            # Writes that need a transaction ask for one (write_options).
+            # Every connection of the store, SQLAlchemy's too, is made one way: by
+            # :meth:`connect`, with the same timeouts and prepared statements.
+            creator=self.connect,
+            # Migrations, verify, repair and the clock's resample run here, one or two
+            # at a time: the hot reads and appends take the store's own pool.
+            pool_size=1,
+            max_overflow=8,
+            # No ping before each use: a connection a server restart left dead fails,
+            # and SQLAlchemy invalidates the pool on a disconnect. Statements run
+            # outside transactions unless one is asked for (write_options).
             isolation_level="AUTOCOMMIT",
         )
 
     def connections(self) -> Connections:
-        # SQLAlchemy's pool: it bounds the connections a process of hundreds of threads
-        # holds, and drops the rest of the pool when the server dropped one.
-        return EnginePool(self.create_engine())
+        # The store's own bounded pool of psycopg connections, as on SQLite: a checkout
+        # from SQLAlchemy's pool cost a turn's ~8 reads its events and reset-on-return
+        # in CPU. A connection the server dropped is discarded by whoever met it (the
+        # reader with the idle rest of the pool, _reads.py; the writer, _writer.py).
+        return PlainPool(self.connect, self.create_engine)
+
+    def connect(self) -> DBAPIConnection:
+        """A psycopg connection set up as the engine's are: outside transactions
+        (autocommit; the writer begins its own), statements prepared on first use."""
+        conn: psycopg.Connection[tuple[object, ...]] = psycopg.connect(
+            self._conninfo, autocommit=True, prepare_threshold=0
+        )
+        return conn
 
     def write_options(self) -> dict[str, object]:
         return {**super().write_options(), "isolation_level": "READ COMMITTED"}
@@ -132,6 +185,44 @@ class PostgresDialect(Dialect):
         # On SQLite the database cannot crash without its controller, whose restart
         # recovery covers such records; here nothing would.
         cursor.execute("BEGIN")
+
+    def pipelined_commit(
+        self, cursor: DBAPICursor, steps: Sequence[tuple[str, Sequence[SqlParams]]]
+    ) -> bool:
+        conn: psycopg.Connection[tuple[object, ...]] = cursor.connection  # type: ignore[attr-defined]
+        if conn.closed or _dropped_while_idle(conn):
+            # Nothing is sent on it: a new connection may take the transaction.
+            raise _NotCommitted("the server closed the connection while it was idle")
+        # A cursor of its own: its status says whether COMMIT's answer came back.
+        done = conn.cursor()
+        try:
+            with conn.pipeline():
+                cursor.execute(q.BEGIN)
+                for sql, rows in steps:
+                    if len(rows) == 1:
+                        cursor.execute(sql, rows[0])
+                    else:
+                        cursor.executemany(sql, rows)
+                done.execute(q.COMMIT)
+        except psycopg.Error as exc:
+            if done.statusmessage == "COMMIT":
+                return True  # answered: on disk, whatever failed after it
+            if self.is_disconnect(exc):
+                if (exc.sqlstate or "") in _GONE:
+                    # The server ended the session and said so before COMMIT's answer,
+                    # which it would have sent first: the transaction did not commit.
+                    raise _NotCommitted(str(exc)) from exc
+                raise
+            # A statement failed (a head check, a key): the transaction stays open,
+            # aborted, until this.
+            cursor.execute(q.ROLLBACK)
+            return False
+        finally:
+            done.close()
+        return True
+
+    def ended_before_commit(self, exc: BaseException) -> bool:
+        return isinstance(driver_error(exc), _NotCommitted)
 
     def translate(self, exc: BaseException, **details: object) -> TurnkeeperError | None:
         exc = driver_error(exc)

@@ -63,6 +63,23 @@ INSERT_INDEX = (
     "INSERT INTO entity_index (entity_id, stream_id, entity_kind, checksum) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (entity_id) DO NOTHING"
 )
+# The same three writes, each failing (division by zero, SQLSTATE 22012) when it wrote
+# nothing it should have: where a whole transaction is sent in one exchange with the
+# server (PostgreSQL's pipeline, _dialect_postgres.py), no rowcount can be looked at
+# before the COMMIT goes, so a failed head check must abort the transaction itself.
+# The index entry passes when this stream already holds it, unchanged (a repeated
+# registration); its other parameters are the entry's four columns again.
+CHECKED_UPDATE_PROJECTION = (
+    "WITH written AS (" + UPDATE_PROJECTION + " RETURNING 1) SELECT 1 / count(*) FROM written"
+)
+CHECKED_INSERT_PROJECTION = (
+    "WITH written AS (" + INSERT_PROJECTION + " RETURNING 1) SELECT 1 / count(*) FROM written"
+)
+CHECKED_INSERT_INDEX = (
+    "WITH written AS (" + INSERT_INDEX + " RETURNING 1)"
+    " SELECT 1 / (count(*) + (SELECT count(*) FROM entity_index WHERE entity_id = ?"
+    " AND stream_id = ? AND entity_kind = ? AND checksum = ?)) FROM written"
+)
 SELECT_INDEX = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
 SELECT_PROJECTION_HEAD = "SELECT head_seq, kind FROM projections WHERE stream_id = ?"
 SELECT_EVENTS_HEAD = "SELECT MAX(seq) FROM events WHERE stream_id = ?"

@@ -16,6 +16,13 @@ failure undoes the earlier parts' projection writes); one that fails later
 SAVEPOINT per request, so again only that request fails. A lone caller
 therefore commits inline with no thread hand-off, and nobody is acknowledged
 before the COMMIT that carries its rows has returned.
+
+Where the driver can send a whole transaction at once (PostgreSQL's pipeline), a
+batch first goes that way: BEGIN, every head-checked projection write, the events,
+the index entries and COMMIT in one round trip. Nothing can be looked at before the
+COMMIT is sent, so each write there fails the transaction when it wrote nothing
+(``CHECKED_*`` statements); any failure rolls it back and the batch runs again as
+above, statement by statement, where each request's own error is found.
 """
 
 from __future__ import annotations
@@ -30,15 +37,16 @@ from turnkeeper.errors import (
     DataLoss,
     FailedPrecondition,
     InvalidArgument,
-    StreamConflict,
     TurnkeeperError,
 )
-from turnkeeper.json_types import JsonDict
 from turnkeeper.store._connections import PooledConnection
 from turnkeeper.store._dialect import DBAPICursor, Dialect, SqlParams
-from turnkeeper.store._reads import as_int
+from turnkeeper.store._head_checks import conflict, pipeline_steps
 from turnkeeper.store._rows import EventColumns, index_from_row
 from turnkeeper.store._statements import (
+    CHECKED_INSERT_INDEX,
+    CHECKED_INSERT_PROJECTION,
+    CHECKED_UPDATE_PROJECTION,
     COMMIT,
     INSERT_EVENT,
     INSERT_INDEX,
@@ -111,6 +119,9 @@ class GroupCommitWriter:
                 "select_index": SELECT_INDEX,
                 "proj_head": SELECT_PROJECTION_HEAD,
                 "events_head": SELECT_EVENTS_HEAD,
+                "checked_update": CHECKED_UPDATE_PROJECTION,
+                "checked_insert": CHECKED_INSERT_PROJECTION,
+                "checked_index": CHECKED_INSERT_INDEX,
             }.items()
         }
         self._lock = threading.Lock()
@@ -119,6 +130,7 @@ class GroupCommitWriter:
         self._leading = False
         self._closed = False
         self._broken = False  # the database dropped the connection (see _commit_batch)
+        self._commit_sent = False
         # The fast path writes every projection before any event: the heads it
         # wrote so far in this batch, which the events table does not show yet.
         self._pending: dict[str, int] = {}
@@ -200,9 +212,14 @@ class GroupCommitWriter:
 
     def _commit_batch(self, batch: list[AppendRequest]) -> None:
         committing = False
+        self._commit_sent = False  # a pipeline with its COMMIT went out (_pipelined)
         try:
             # One durable request makes the whole shared commit wait for the disk.
             durable = any(r.durable for r in batch)
+            if self._dialect.pipelines and self._pipelined(batch, durable):
+                self.commits += 1
+                self.committed_requests += len(batch)
+                return
             cur = self._begin(durable)
             if not self._fast_path(batch):
                 # A request failed after writing: undo everything, isolate each request.
@@ -228,11 +245,51 @@ class GroupCommitWriter:
             for req in batch:
                 if req.error is None:
                     req.error = self._typed(exc, req)
-                    if committing and self._broken and isinstance(req.error, TurnkeeperError):
+                    if (
+                        (committing or self._commit_sent)
+                        and self._broken
+                        and isinstance(req.error, TurnkeeperError)
+                        and not self._dialect.ended_before_commit(exc)
+                    ):
                         # The COMMIT was sent and its answer lost: it may have landed.
                         req.error.details["commit_outcome"] = "unknown"
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt & co: waiters got an error, now propagate
+
+    def _pipelined(self, batch: list[AppendRequest], durable: bool) -> bool:
+        """The batch in one round trip (see the module's doc). True: committed. False:
+        a statement failed and the transaction was rolled back; the batch is then run
+        statement by statement.
+
+        A connection the server ended while idle (a restart) fails before anything of
+        the transaction committed, and says so: one new connection is tried then, so
+        the first append after the database came back does not fail for the old one."""
+        steps: list[tuple[str, list[SqlParams]]] | None = None
+        for attempt in range(2):
+            if self._proxy is None:
+                self._broken = False
+                self._cur = self._open()  # the database came back (or not: typed above)
+            if durable != self._durable:
+                self._dialect.set_commit_durability(self._cur, durable)
+                self._durable = durable
+            if steps is None:
+                steps = pipeline_steps(batch, self._sql)
+            try:
+                # From here a lost connection may have lost COMMIT's answer, not it.
+                self._commit_sent = True
+                done = self._dialect.pipelined_commit(self._cur, steps)
+            except Exception as exc:
+                if attempt or not self._dialect.ended_before_commit(exc):
+                    if self._dialect.is_disconnect(exc):
+                        self._broken = True
+                    raise
+                self._commit_sent = False  # nothing of it reached the server
+                self._broken = True
+                self._close_connection()
+                continue
+            self._commit_sent = False
+            return done
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _begin(self, durable: bool) -> DBAPICursor:
         """Begin the batch's transaction, on a new connection if the last one was lost.
@@ -359,7 +416,7 @@ class GroupCommitWriter:
                 self._sql["update"],
                 (part.new_head, sv, state, checksum, part.stream_id, part.expected_seq, part.kind),
             )
-        return None if cur.rowcount == 1 else self._conflict(part)
+        return None if cur.rowcount == 1 else conflict(cur, self._sql, self._pending, part)
 
     def _apply(self, part: StreamWrite) -> None:
         cur = self._cur
@@ -408,51 +465,6 @@ class GroupCommitWriter:
                         },
                     )
                 )
-
-    def _conflict(self, part: StreamWrite) -> TurnkeeperError:
-        """Why the conditional projection write matched no row (the failure path only)."""
-        cur = self._cur
-        cur.execute(self._sql["proj_head"], (part.stream_id,))
-        row = cur.fetchone()
-        details: JsonDict = {"stream_id": part.stream_id, "expected_seq": part.expected_seq}
-        if row is not None and as_int(row[0]) == part.expected_seq and row[1] != part.kind:
-            return InvalidArgument(
-                f"stream {part.stream_id!r} is a {row[1]!r} stream, not {part.kind!r}",
-                reason="stream_kind_mismatch",
-                details={**details, "kind": row[1], "requested_kind": part.kind},
-            )
-        head = self._pending.get(part.stream_id)
-        if head is None:
-            cur.execute(self._sql["events_head"], (part.stream_id,))
-            found = cur.fetchone()
-            head = as_int(found[0]) if found and found[0] is not None else 0
-            if row is not None and as_int(row[0]) != head:
-                # Under PostgreSQL's READ COMMITTED each statement sees the latest commit:
-                # another writer's append between the two reads moves the events ahead of
-                # the projection read first. If the projection moved too, that is what
-                # happened — a conflict, not damage (an append always moves both).
-                cur.execute(self._sql["proj_head"], (part.stream_id,))
-                again = cur.fetchone()
-                if again is None or as_int(again[0]) != as_int(row[0]):
-                    return StreamConflict(
-                        f"stream {part.stream_id!r}: expected head {part.expected_seq}, "
-                        f"another writer appended meanwhile",
-                        reason="stream_conflict",
-                        details={**details, "actual_seq": head},
-                    )
-        if row is not None and as_int(row[0]) != head:
-            # Only damage or tampering separates the two; appending would fork the stream.
-            return FailedPrecondition(
-                f"stream {part.stream_id!r}: projection head {row[0]} but events run to {head}; "
-                "run repair",
-                reason="projection_stale",
-                details={**details, "seq": head, "projection_head_seq": as_int(row[0])},
-            )
-        return StreamConflict(
-            f"stream {part.stream_id!r}: expected head {part.expected_seq}, actual {head}",
-            reason="stream_conflict",
-            details={**details, "actual_seq": head},
-        )
 
     def _typed(self, exc: BaseException, req: AppendRequest) -> BaseException:
         if isinstance(exc, TurnkeeperError):
