@@ -25,6 +25,9 @@ time is re-checked, so the pid cannot be recycled between check and kill.
 
 On platforms without ``/proc`` every query raises ``FailedPrecondition`` with
 reason ``process_tracking_unsupported``; :func:`enable_child_subreaper` returns False.
+The reading is :mod:`turnkeeper.hosts.procfs`'s (why not psutil: there); psutil's
+``send_signal`` checks a process's identity and then signals its pid, the race a pidfd
+closes.
 """
 
 from __future__ import annotations

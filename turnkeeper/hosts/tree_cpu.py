@@ -10,7 +10,8 @@ processes (a compiler per file) that started and were reaped between two looks.
 
 A process is keyed by (pid, start time), so a recycled pid never counts another's CPU,
 and only what each process used since the last look is added up: a process that left
-the tree takes nothing back.
+the tree takes nothing back. Not through psutil: its ``children()`` reads the whole
+process table at every look, and its start time is not the ticks a key is made of.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 ``journal.db`` (SQLite), ``runner.pid`` (pid, start time and boot id of the live
 runner), ``runner.lock`` (held by the live runner: whoever can take it knows no runner
 runs) and ``runner.log`` (the output of a runner started by ``turnkeeper runner start``).
+Its one ``/proc`` path, ``/proc/self/fd/<fd>``, names an open directory (for a socket
+path too long to bind), not a process's state: nothing for psutil.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ PID namespace (a controller in a container that shares the host name has pids of
 own: pid 7 there is some other process here, and the container's pid namespace is
 another inode). Anything else — another machine, another boot, another namespace, a
 name this version does not understand — is not provable, and its lease must expire.
+The namespace is read from ``/proc/self/ns/pid``, which psutil does not expose.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from turnkeeper.memo import Memo
-from turnkeeper.runtime.workspaces.environment import environ_has_any
 
 # Environment that changes how git finds a repository: with any of it set, the
 # stat shortcuts below would not describe what git does, so git is always asked.
@@ -66,7 +65,7 @@ def _git(cwd: Path, *args: str) -> str | None:
 
 
 def discovery_overridden() -> bool:
-    return environ_has_any(DISCOVERY_ENV)
+    return any(name in os.environ for name in DISCOVERY_ENV)
 
 
 def git_marker(cwd: Path) -> Path | None:

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnkeeper.memo import Memo
-from turnkeeper.runtime.workspaces.environment import environ_raw, environ_value
 from turnkeeper.runtime.workspaces.workspace import (
     discovery_overridden,
     head_stamp,
@@ -48,12 +47,10 @@ _SKIPPED_AT_TOP = frozenset({".git", ".turnkeeper"})
 _Entry = tuple[str, int, int, int, int, int]
 
 # Owned by :func:`_global_ignore_sources`, made at import, one per process; anyone may
-# clear it. The user's global ignore files, by the values of the variables they derive
-# from as os.environ holds them, undecoded (each turn asks; decoding them cost more
-# than the lookups). The key is the whole rule: another HOME or XDG_CONFIG_HOME is
+# clear it. The user's global ignore files, by the values of HOME and XDG_CONFIG_HOME
+# they derive from. The key is the whole rule: another HOME or XDG_CONFIG_HOME is
 # another key, so an entry is never stale; only the last one is kept (the environment
 # of a running control plane rarely changes). Without HOME nothing is kept (see below).
-_GLOBAL_NAMES = ("HOME", "XDG_CONFIG_HOME")
 _global_sources: Memo[tuple[object, ...], tuple[str, ...]] = Memo(
     "the user's global ignore files, by HOME and XDG_CONFIG_HOME",
     max_entries=1,
@@ -74,12 +71,12 @@ _sources: Memo[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = Memo(
 def _global_ignore_sources() -> tuple[str, ...]:
     """The user's global ignore files: git's ``ignore`` and ``config`` under
     ``XDG_CONFIG_HOME`` (else ``~/.config``), and ``~/.gitconfig``."""
-    raw = environ_raw(_GLOBAL_NAMES)
+    raw = (os.environ.get("HOME"), os.environ.get("XDG_CONFIG_HOME"))
     known = _global_sources.get(raw)
     if known is not None:
         return known
     home = Path.home()  # HOME, else the password database's; raises when neither has one
-    config_home = Path(environ_value("XDG_CONFIG_HOME") or home / ".config")
+    config_home = Path(raw[1] or home / ".config")
     ignore, config = config_home / "git" / "ignore", config_home / "git" / "config"
     known = (str(ignore), str(config), str(home / ".gitconfig"))
     # Without HOME the home comes from the password database: asked at every call,
