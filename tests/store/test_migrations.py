@@ -134,3 +134,14 @@ def test_unsupported_backend_is_invalid_argument() -> None:
         open_store("mysql://nowhere/db")
     with pytest.raises(InvalidArgument):
         open_store("sqlite://")
+
+
+def test_a_sqlite_url_with_options_is_refused_not_opened_another_way(tmp_path: Path) -> None:
+    """A SQLite store is reached one way, a plain file through the store's own
+    connections: a URL whose options only SQLAlchemy would read is refused, and no
+    file is made."""
+    url = f"sqlite:///{tmp_path / 'opts.db'}?timeout=5"
+    with pytest.raises(InvalidArgument) as refused:
+        open_store(url)
+    assert refused.value.reason == "bad_database_url"
+    assert not (tmp_path / "opts.db").exists()

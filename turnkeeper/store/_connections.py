@@ -5,11 +5,11 @@ dialect's ``connect``: the store's reads and appends run fixed SQL on the driver
 connection anyway, and a checkout from SQLAlchemy's pool cost ~25 µs of CPU (its
 events, its reset on return) on a turn that reads ~8 times; importing SQLAlchemy cost
 ~130 ms of every command that opened a SQLite store. SQLAlchemy's engine is made only
-when something needs it (a migration, verify, repair; on PostgreSQL also the clock's
-resample), and on PostgreSQL its connections are made by the same ``connect``. A
+when something needs it (a migration, verify's integrity check, repair's rewrite),
+keeps no pool of its own (``NullPool``) and makes its connections by the same
+``connect``: this pool is the one way to each database. A
 connection the server dropped is discarded by whoever met it, with the idle rest of
-the pool (the reader); SQLite with options in its URL keeps SQLAlchemy's pool
-(:class:`EnginePool`), whose dialect is what reads them.
+the pool (the reader).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from turnkeeper.errors import Unavailable
 from turnkeeper.store._dialect import DBAPIConnection
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine, PoolProxiedConnection
+    from sqlalchemy import Engine
 
 # As SQLAlchemy's pool had them: connections kept open when idle, how many may be open
 # at once (threads past that wait for one), and how long such a thread waits.
@@ -180,41 +180,3 @@ class PlainPool:
             self.discard_idle()
         finally:
             self._engine.dispose()
-
-
-class _EngineCheckout:
-    """SQLAlchemy's pooled connection, its driver connection typed."""
-
-    __slots__ = ("_proxy", "driver_connection")
-
-    def __init__(self, proxy: PoolProxiedConnection) -> None:
-        self._proxy = proxy
-        conn = proxy.driver_connection
-        if conn is None:  # only a proxy already invalidated has none
-            raise RuntimeError("the pool handed out a connection without a driver connection")
-        self.driver_connection: DBAPIConnection = conn
-
-    def close(self) -> None:
-        self._proxy.close()
-
-    def invalidate(self) -> None:
-        self._proxy.invalidate()
-
-
-class EnginePool:
-    """Connections out of SQLAlchemy's pool (PostgreSQL)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    def raw_connection(self) -> PooledConnection:
-        return _EngineCheckout(self._engine.raw_connection())
-
-    def discard_idle(self) -> None:
-        self._engine.pool.dispose()
-
-    def engine(self) -> Engine:
-        return self._engine
-
-    def dispose(self) -> None:
-        self._engine.dispose()

@@ -12,7 +12,7 @@ SQLSTATE-based error mapping, an advisory lock around migrations).
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
@@ -172,8 +172,9 @@ class Dialect:
         """Serialise migrations across processes, inside the migration's transaction
         (SQLite: its write transaction already does)."""
 
-    def clock_offset_us(self, conn: Connection) -> int:
-        """The database clock minus this machine's, in microseconds (0: the same clock)."""
+    def clock_offset_us(self, read: Callable[[str], Sequence[Sequence[object]]]) -> int:
+        """The database clock minus this machine's, in microseconds (0: the same clock);
+        ``read`` runs one query on a connection of the store's pool."""
         return 0
 
     def is_disconnect(self, exc: BaseException) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import select
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 from psycopg import pq
@@ -28,6 +28,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool
 
 from turnkeeper.errors import (
     DataLoss,
@@ -142,13 +143,11 @@ class PostgresDialect(Dialect):
             # Every connection of the store, SQLAlchemy's too, is made one way: by
             # :meth:`connect`, with the same timeouts and prepared statements.
             creator=self.connect,
-            # Migrations, verify, repair and the clock's resample run here, one or two
-            # at a time: the hot reads and appends take the store's own pool.
-            pool_size=1,
-            max_overflow=8,
-            # No ping before each use: a connection a server restart left dead fails,
-            # and SQLAlchemy invalidates the pool on a disconnect. Statements run
-            # outside transactions unless one is asked for (write_options).
+            # No pool of SQLAlchemy's: the engine serves the rare migration, verify
+            # and repair, each on a connection of its own, closed after; the store's
+            # own pool serves everything else. Statements run outside transactions
+            # unless one is asked for (write_options).
+            poolclass=NullPool,
             isolation_level="AUTOCOMMIT",
         )
 
@@ -340,8 +339,9 @@ class PostgresDialect(Dialect):
     def lock_migrations(self, conn: Connection) -> None:
         conn.exec_driver_sql(q.POSTGRES_LOCK_MIGRATIONS.format(lock_key=_MIGRATION_LOCK_KEY))
 
-    def clock_offset_us(self, conn: Connection) -> int:
+    def clock_offset_us(self, read: Callable[[str], Sequence[Sequence[object]]]) -> int:
         before = time.time_ns() // 1000
-        db_now = conn.exec_driver_sql(q.POSTGRES_CLOCK_US).scalar()
+        rows = read(q.POSTGRES_CLOCK_US)
         after = time.time_ns() // 1000
-        return int(db_now) - (before + after) // 2 if db_now is not None else 0
+        db_now = rows[0][0] if rows else None
+        return int(str(db_now)) - (before + after) // 2 if db_now is not None else 0

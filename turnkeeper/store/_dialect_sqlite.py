@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from turnkeeper.errors import DataLoss, TurnkeeperError, Unavailable
+from turnkeeper.errors import DataLoss, InvalidArgument, TurnkeeperError, Unavailable
 from turnkeeper.store import _statements as q
-from turnkeeper.store._connections import Connections, EnginePool, PlainPool
+from turnkeeper.store._connections import Connections, PlainPool
 from turnkeeper.store._dialect import (
     WRITE_OPTION,
     DBAPIConnection,
@@ -25,7 +25,6 @@ from turnkeeper.store._dialect import (
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlalchemy.engine import Connection
-    from sqlalchemy.pool import ConnectionPoolEntry
 
 # sqlite3 primary result codes (the low byte of an extended code).
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
@@ -93,24 +92,26 @@ class SqliteDialect(Dialect):
 
     def connections(self) -> Connections:
         if _plain_path(self.url) is None:
-            # Options in the URL: SQLAlchemy's pysqlite dialect is what reads them.
-            return EnginePool(self.create_engine())
+            raise InvalidArgument(
+                "a SQLite database is a file: give its path or sqlite:///PATH, without "
+                "options (for a store in memory, memory:)",
+                reason="bad_database_url",
+                details={"url": self.url},
+            )
         return PlainPool(self.connect, self.create_engine)
 
     def create_engine(self) -> Engine:
         from sqlalchemy import create_engine, event
+        from sqlalchemy.pool import NullPool
 
         engine = create_engine(
             self.url,
-            # Connections move between threads (pool, group-commit leader).
-            connect_args={"check_same_thread": False, "timeout": self.busy_timeout_s},
-            pool_size=8,
-            max_overflow=24,
+            # Each connection made, and set up, by connect: the store's one way to this
+            # file. No pool of SQLAlchemy's: the engine serves the rare migration,
+            # integrity check and repair; the store's own pool serves the rest.
+            creator=self.connect,
+            poolclass=NullPool,
         )
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: sqlite3.Connection, _rec: ConnectionPoolEntry) -> None:
-            self.configure(dbapi_conn)
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:

@@ -248,11 +248,9 @@ class SqlEventStore(EventStore):
             return datetime.now(UTC)
         with self._clock_lock:
             if time.monotonic() - self._offset_read_at > CLOCK_RESAMPLE_S:
-                with (
-                    self._reader.errors(operation="clock"),
-                    self._reader.engine().connect() as conn,
-                ):
-                    self._offset_us = self._dialect.clock_offset_us(conn)
+                self._offset_us = self._dialect.clock_offset_us(
+                    lambda sql: self._reader.driver_rows(sql, (), operation="clock")
+                )
                 self._offset_read_at = time.monotonic()
             offset = self._offset_us
         return datetime.now(UTC) + timedelta(microseconds=offset)
