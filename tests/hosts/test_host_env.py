@@ -78,6 +78,10 @@ class _ReadsRecorded(dict[str, str]):
         self.read.append(name)
         return super().__getitem__(name)
 
+    def get(self, name: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        self.read.append(name)
+        return super().get(name, default)
+
 
 def test_only_the_values_passed_on_are_read(
     make_request: MakeRequest, monkeypatch: pytest.MonkeyPatch
