@@ -144,6 +144,21 @@ class Reader:
             params += (limit,)
         return self.driver_rows(sql, params, stream_id=stream_id, after_seq=after_seq)
 
+    def events_after_head(
+        self, stream_id: str, after_seq: int, limit: int | None
+    ) -> tuple[object, list[AnyRow]] | None:
+        """The head the stream's projection row holds and the stream's events after
+        ``after_seq`` (at most ``limit``), read by one statement; None when the stream
+        has no projection row (the caller reads its events alone)."""
+        sql = q.events_with_head(limit=limit is not None)
+        params: tuple[str | int, ...] = (after_seq, stream_id)
+        if limit is not None:
+            params += (limit,)
+        rows = self.driver_rows(sql, params, stream_id=stream_id, after_seq=after_seq)
+        if not rows:
+            return None
+        return rows[0][0], [row[1:] for row in rows if row[1] is not None]
+
     def events_head(self, stream_id: str) -> int:
         rows = self.driver_rows(q.HEAD, (stream_id,), stream_id=stream_id)
         return as_int(rows[0][0]) if rows and rows[0][0] is not None else 0
@@ -161,13 +176,6 @@ class Reader:
             q.PROJECTION, (stream_id,), stream_id=stream_id, record="projection"
         )
         return rows[0] if rows else None
-
-    def projection_head(self, stream_id: str) -> object:
-        """The head a stream's projection row was written at (None: no row)."""
-        rows = self.driver_rows(
-            q.PROJECTION_HEAD, (stream_id,), stream_id=stream_id, record="projection"
-        )
-        return rows[0][0] if rows else None
 
     def projection_unindexed(self, stream_id: str) -> list[AnyRow]:
         """The projection rows of ``stream_id`` found by scanning the table (a miss of

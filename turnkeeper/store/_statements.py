@@ -106,6 +106,21 @@ def events(upto: bool, limit: bool) -> str:
 
 
 @functools.cache
+def events_with_head(limit: bool) -> str:
+    """A stream's events after a seq with its projection's head in front of every row,
+    as of the same moment (params: after seq, stream id, then ``limit``), by seq. A stream
+    with no events in the range gives one row of its head and nulls; a stream with no
+    projection row gives none. One statement where the head and the events were two
+    reads: a read of a session's recent turns is one round trip on PostgreSQL."""
+    return (
+        "SELECT p.head_seq, e.stream_id, e.seq, e.type, e.schema_version, e.payload, "
+        "e.recorded_at, e.checksum FROM projections p LEFT JOIN events e "
+        "ON e.stream_id = p.stream_id AND e.seq > ? WHERE p.stream_id = ? ORDER BY e.seq"
+        + (" LIMIT ?" if limit else "")
+    )
+
+
+@functools.cache
 def heads(count: int) -> str:
     """One row of ``count`` heads (``HEAD`` as a subquery each)."""
     return f"SELECT {', '.join([f'({HEAD})'] * count)}"
@@ -115,7 +130,6 @@ PROJECTION = (
     "SELECT stream_id, kind, head_seq, schema_version, state, checksum "
     "FROM projections WHERE stream_id = ?"
 )
-PROJECTION_HEAD = "SELECT head_seq FROM projections WHERE stream_id = ?"
 CREATED = "SELECT created_at, created_check FROM projections WHERE stream_id = ?"
 LOOKUP = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
 # The same questions asked of the tables past their indexes: what a miss is checked

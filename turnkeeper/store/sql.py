@@ -163,11 +163,16 @@ class SqlEventStore(EventStore):
         check_id("stream_id", stream_id)
         if after_seq < 0 or (limit is not None and limit < 0):
             raise InvalidArgument("after_seq and limit must be >= 0", reason="bad_range")
-        # Read before the events: a read to the end of the stream must reach the head
-        # its projection had then (written with the same events; a damaged index can
-        # end the read early), whatever was appended since.
-        head_before = self._reader.projection_head(stream_id)
-        rows = self._reader.events(stream_id, after_seq, limit=limit)
+        # Read with the events, as of the same moment: a read to the end of the stream
+        # must reach the head its projection had then (written with the same events; a
+        # damaged index can end the read early). A stream without a projection row has
+        # its events read alone (none, unless the row was lost: verify says so).
+        read = self._reader.events_after_head(stream_id, after_seq, limit)
+        if read is None:
+            head_before: object = None
+            rows = self._reader.events(stream_id, after_seq, limit=limit)
+        else:
+            head_before, rows = read
         out: list[EventRecord] = []
         expected = after_seq + 1
         for row in rows:

@@ -18,6 +18,7 @@ from turnkeeper.json_types import JsonDict
 from turnkeeper.kernel.session import SessionEvent, TurnEnvelope
 from turnkeeper.kernel.session import events as ev
 from turnkeeper.kernel.session.records import ReceiptFailure, ReceiptSuccess, SnapshotRef
+from turnkeeper.runtime.log.streams import peek_stream
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SESSION_KIND, session_stream
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord
@@ -192,9 +193,12 @@ RECENT_RECORDS: Final = (40, 400)
 def recent_turn(store: EventStore, session_id: str, turn_id: str) -> TurnInfo | None:
     """Turn ``turn_id`` as the last records of its session tell it (at most the wider
     of :data:`RECENT_RECORDS`), host events included; None when its acceptance is not
-    among them. Bounded whatever the session's length."""
+    among them. Bounded whatever the session's length.
+
+    The head this process last saw will do (no read of its own): the window is read to
+    the stream's end, so a head that has moved on since only widens it."""
     stream = session_stream(session_id)
-    head = store.head(stream)
+    _, head = peek_stream(store, SESSION_CODEC, stream)
     for window in RECENT_RECORDS:
         turn = _turn_after(store, stream, turn_id, max(0, head - window))
         if turn is not None or head <= window:
