@@ -7,7 +7,8 @@ normally), then runs again without the crash variable. Each case checks the
 recovery table row for that point — how often the host ran, what was recorded,
 what restart did — and the invariants: every accepted turn ends exactly once (1),
 no lost/failed host step runs again (2), contiguous checksummed streams whose
-projections equal their folds (4, 5).
+projections equal their folds (4, 5). Every case runs on each backend: the project's
+store is its SQLite file, or a PostgreSQL database of its own (``crash_support.databases``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.runtime.crash_support import (
+    BACKENDS,
     CRASH_PAUSED_ON_T2,
+    SQLITE,
     TITLE_B,
     TODO_A,
     TODO_B,
@@ -34,7 +37,7 @@ from tests.runtime.crash_support import (
     assert_written_back_once,
     bound_then_silent_turn,
     paused_on_t2_script,
-    run_side_by_side,
+    run_side_by_side_on_backends,
     snapshot,
     standard_script,
 )
@@ -163,9 +166,10 @@ def _scenario(factory: ProjectFactory, root: Path, point: str) -> Outcome:
 @pytest.fixture(scope="module")
 def outcomes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Future[Outcome]]]:
-    """Every selected crash point's scenario, run side by side (each its own project)."""
-    with run_side_by_side(request, tmp_path_factory, "point", _scenario) as running:
+) -> Iterator[dict[tuple[str, str], Future[Outcome]]]:
+    """Every selected (backend, crash point) scenario, run side by side (each its own
+    project)."""
+    with run_side_by_side_on_backends(request, tmp_path_factory, "point", _scenario) as running:
         yield running
 
 
@@ -229,11 +233,15 @@ def _check_receipt_row(point: str, outcome: Outcome, turns: dict[str, TurnHistor
 
 
 @pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_control_plane_killed_at_turn_point_recovers(
-    point: str, outcomes: dict[str, Future[Outcome]]
+    backend: str, point: str, outcomes: dict[tuple[str, str], Future[Outcome]]
 ) -> None:
-    outcome = outcomes[point].result()
+    outcome = outcomes[backend, point].result()
     project, restarted = outcome.project, outcome.restarted
+    # The control planes kept their state where the backend says (a PostgreSQL project
+    # that fell back to a SQLite file would leave one behind).
+    assert project.db_path.exists() == (backend == SQLITE)
     summary = restarted.summary()
     assert summary["stops"] == {project.session_id: "goal_terminal"}, restarted.describe()
     assert summary["failed_turns"] == 0

@@ -9,13 +9,15 @@ SIGKILLs itself there, see :mod:`turnkeeper.crashpoints`). The agent is the
 
 The modules: :mod:`.scripts` (the standard goal, its todos and the agent's turns),
 :mod:`.project` (a project and the factory that cleans up after it),
+:mod:`.databases` (the backends a project's store can be on: SQLite, PostgreSQL),
 :mod:`.processes` (the CLI, and the hosts found by their turn marker),
 :mod:`.turn_log` (each accepted turn as the session's log tells it),
 :mod:`.invariants` (what every scenario must end with) and :mod:`.scenarios`
-(running a module's scenarios side by side). Everything a test needs is importable
-from this package.
+(running a module's scenarios side by side, on one backend or on each).
+Everything a test needs is importable from this package.
 """
 
+from tests.runtime.crash_support.databases import BACKENDS, POSTGRESQL, SQLITE
 from tests.runtime.crash_support.invariants import (
     RunSnapshot,
     assert_every_turn_terminal,
@@ -41,7 +43,13 @@ from tests.runtime.crash_support.project import (
     make_project,
     project_factory,
 )
-from tests.runtime.crash_support.scenarios import run_side_by_side, scenario_pool, selected_params
+from tests.runtime.crash_support.scenarios import (
+    run_side_by_side,
+    run_side_by_side_on_backends,
+    scenario_pool,
+    selected_cases,
+    selected_params,
+)
 from tests.runtime.crash_support.scripts import (
     CONTENT_A,
     CONTENT_B,
@@ -67,6 +75,7 @@ from tests.runtime.crash_support.scripts import (
 from tests.runtime.crash_support.turn_log import Record, TurnHistory, turn_histories
 
 __all__ = [
+    "BACKENDS",
     "CONTENT_A",
     "CONTENT_B",
     "CRASH_PAUSED_ON_T2",
@@ -78,6 +87,8 @@ __all__ = [
     "HOST_EVENTS_PAUSED_BATCH_ON_T2",
     "MARKER_ENV",
     "PAUSED_LAST_SEQ",
+    "POSTGRESQL",
+    "SQLITE",
     "TITLE_A",
     "TITLE_B",
     "TODO_A",
@@ -105,7 +116,9 @@ __all__ = [
     "paused_turn",
     "project_factory",
     "run_side_by_side",
+    "run_side_by_side_on_backends",
     "scenario_pool",
+    "selected_cases",
     "selected_params",
     "snapshot",
     "standard_script",

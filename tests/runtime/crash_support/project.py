@@ -3,7 +3,9 @@
 A project is a git repo, ``turnkeeper init``, the standard goal and todos (see
 :mod:`.scripts`) and one ``scripted`` session on the repo, with the script the test
 chooses. Its control planes run as ``turnkeeper`` CLI subprocesses with
-``TURNKEEPER_DIR`` pointing at the project.
+``TURNKEEPER_DIR`` pointing at the project. Its store is the SQLite file, or on the
+``postgresql`` backend a database of its own (see :mod:`.databases`) that the factory
+drops at teardown.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.pg import PostgresDatabase
+from tests.runtime.crash_support.databases import POSTGRESQL, SQLITE, fresh_database
 from tests.runtime.crash_support.processes import (
     CliResult,
     cli_command,
@@ -71,6 +75,8 @@ class CrashProject:
     """A throwaway turnkeeper project: a git repo, one goal, one scripted session."""
 
     root: Path
+    # The database ``init --database-url`` recorded; None: the SQLite file ``db_path``.
+    database_url: str | None = None
     session_id: str = ""
     _calls: int = 0
 
@@ -85,6 +91,11 @@ class CrashProject:
     @property
     def db_path(self) -> Path:
         return self.root / ".turnkeeper" / "turnkeeper.db"
+
+    @property
+    def store_url(self) -> str:
+        """The store the project's control planes use (as ``.turnkeeper/`` records it)."""
+        return self.database_url or f"sqlite:///{self.db_path}"
 
     @property
     def pause_file(self) -> Path:
@@ -151,7 +162,7 @@ class CrashProject:
     @contextmanager
     def store(self) -> Iterator[EventStore]:
         with _STORE_LOCK:
-            store = open_store(self.db_path)
+            store = open_store(self.store_url)
             try:
                 yield store
             finally:
@@ -193,7 +204,7 @@ class CrashProject:
 
     def known_turn_ids(self) -> set[str]:
         ids = {str(r["turn_id"]) for r in self.runs()}
-        if self.db_path.exists() and self.session_id:
+        if self.session_id and (self.database_url or self.db_path.exists()):
             ids.update(self.turns())
         return ids
 
@@ -217,12 +228,19 @@ class CrashProject:
             time.sleep(0.05)
 
 
-def make_project(root: Path, turns: list[dict[str, Any]], *, via_cli: bool = False) -> CrashProject:
+def make_project(
+    root: Path,
+    turns: list[dict[str, Any]],
+    *,
+    via_cli: bool = False,
+    database_url: str | None = None,
+) -> CrashProject:
     """A git repo plus ``turnkeeper init``, goal ``g``, todos ``t1``/``t2`` and a scripted
     session. ``via_cli`` does every step through the CLI (slower: ~0.5 s per call);
-    otherwise through the same services the CLI calls, in this process."""
+    otherwise through the same services the CLI calls, in this process. With
+    ``database_url`` the project keeps its state there instead of its SQLite file."""
     root.mkdir(parents=True, exist_ok=True)
-    project = CrashProject(root=root)
+    project = CrashProject(root=root, database_url=database_url)
     project.repo.mkdir()
     _git(project.repo, "init", "-q")
     (project.repo / "README").write_text("crash-recovery test workspace\n")
@@ -232,7 +250,8 @@ def make_project(root: Path, turns: list[dict[str, Any]], *, via_cli: bool = Fal
     if via_cli:
         config_file = root / "host-config.json"
         config_file.write_text(json.dumps(config))
-        project.cli("init", str(root), "--json")
+        database = [] if database_url is None else ["--database-url", database_url]
+        project.cli("init", str(root), *database, "--json")
         project.cli("goal", "add", "crash recovery", "--id", GOAL_ID, "--json")
         todo_a = ["--id", TODO_A, "--requires-evidence", EVIDENCE_A]
         project.cli("todo", "add", GOAL_ID, TITLE_A, *todo_a, "--json")
@@ -243,7 +262,7 @@ def make_project(root: Path, turns: list[dict[str, Any]], *, via_cli: bool = Fal
         created = project.cli("session", "create", GOAL_ID, *host, *workspace, "--json")
         project.session_id = str(created.json()["session_id"])
         return project
-    init_project(root)
+    init_project(root, database_url)
     with project.store() as store:
         goals = GoalService(store)
         goals.create(CreateGoal(goal_id=GOAL_ID, title="crash recovery"))
@@ -259,26 +278,41 @@ def make_project(root: Path, turns: list[dict[str, Any]], *, via_cli: bool = Fal
 
 
 class ProjectFactory:
-    """Makes projects for one test and, at teardown, ends what their turns left running."""
+    """Makes projects on one backend (:mod:`.databases`) for one test and, at teardown,
+    ends what their turns left running and drops their databases."""
 
-    def __init__(self) -> None:
+    def __init__(self, backend: str = SQLITE) -> None:
+        assert backend in (SQLITE, POSTGRESQL), backend
+        self.backend = backend
         self.projects: list[CrashProject] = []
+        self.databases: list[PostgresDatabase] = []
 
     def make(
         self, root: Path, turns: list[dict[str, Any]], *, via_cli: bool = False
     ) -> CrashProject:
-        project = make_project(root, turns, via_cli=via_cli)
+        database_url = None
+        if self.backend == POSTGRESQL:
+            database = fresh_database()
+            self.databases.append(database)
+            database_url = database.url
+        project = make_project(root, turns, via_cli=via_cli, database_url=database_url)
         self.projects.append(project)
         return project
 
     def cleanup(self) -> None:
-        for project in self.projects:
-            project.cleanup()
+        try:
+            for project in self.projects:
+                project.cleanup()
+        finally:
+            # Only once the processes are ended: DROP ... FORCE would merely cut a control
+            # plane still running off its database, leaving the process behind.
+            for database in self.databases:
+                database.drop()
 
 
 @contextmanager
-def project_factory() -> Iterator[ProjectFactory]:
-    factory = ProjectFactory()
+def project_factory(backend: str = SQLITE) -> Iterator[ProjectFactory]:
+    factory = ProjectFactory(backend)
     try:
         yield factory
     finally:
