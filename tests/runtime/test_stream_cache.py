@@ -120,6 +120,38 @@ def test_a_write_decided_on_a_stale_cached_state_is_decided_again(
     assert todo_ids(GoalService(theirs).load("g")) == ["t1", "t2"]
 
 
+@pytest.mark.parametrize("with_other_part", [True, False], ids=["in-the-commit", "by-a-read"])
+def test_a_plan_deciding_nothing_on_a_stale_cached_state_is_decided_again(
+    two_stores: tuple[SqlEventStore, SqlEventStore], with_other_part: bool
+) -> None:
+    # In a multi-stream write, a plan that decides nothing on a cached head is
+    # confirmed by the commit of the other plans' events (a head check riding it) or,
+    # when nothing else is written, by a read: either way the other store's append is
+    # seen and every plan decides again on the current states.
+    mine, theirs = two_stores
+    GoalService(theirs).create(CreateGoal(goal_id="g", title="stale"))
+    GoalService(theirs).create(CreateGoal(goal_id="h", title="other"))
+    stream, other = goal_stream("g"), goal_stream("h")
+    assert load_stream(mine, GOAL_CODEC, stream)[1] == 1  # mine caches head 1
+    assert load_stream(mine, GOAL_CODEC, other)[1] == 1
+    GoalService(theirs).submit("g", add_todo("t1"))  # theirs moves the stream to head 2
+    now = datetime.now(UTC)
+    decided_on: list[list[str]] = []
+
+    def goal_decision(state: GoalState | None) -> list[Any]:
+        decided_on.append(todo_ids(state))
+        return _nothing_without_t1(state, now)
+
+    plans = [StreamPlan(GOAL_CODEC, stream, goal_decision)]
+    if with_other_part:
+        plans.append(StreamPlan(GOAL_CODEC, other, lambda s: decide_goal(s, add_todo("x"), now)))
+    decide_and_append_many(mine, plans)
+    assert decided_on == [[], ["t1"]]  # stale, then the current state
+    assert todo_ids(GoalService(theirs).load("g")) == ["t1", "t2"]
+    assert [r.seq for r in theirs.read_stream(stream)] == [1, 2, 3]
+    assert theirs.head(other) == (2 if with_other_part else 1)  # appended once
+
+
 def test_a_stream_that_does_not_exist_is_cached_and_read_again_once_it_does(
     two_stores: tuple[SqlEventStore, SqlEventStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:

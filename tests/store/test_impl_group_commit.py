@@ -17,7 +17,7 @@ import pytest
 from tests.store._batching import Gate, in_thread, wait_queued
 from tests.store.toy import KIND, add, events_of, part, state_of, values_of
 from turnkeeper.errors import AlreadyExists, StreamConflict
-from turnkeeper.store import IndexEntry, SqlEventStore
+from turnkeeper.store import HeadCheck, IndexEntry, SqlEventStore
 
 
 def _todo(entity_id: str) -> IndexEntry:
@@ -179,3 +179,38 @@ def test_a_failing_group_in_a_shared_batch_fails_alone(
     proj = store.read_projection("x")
     assert proj is not None
     assert (proj.head_seq, proj.state) == (2, state_of([1, 7]))
+
+
+def test_a_head_check_sees_the_appends_queued_before_it(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision of nothing on a stream (``unchanged``) shares a batch with an append to
+    that stream queued before it: the check must see that append (not yet in the events
+    table on SQLite's fast path, not yet committed in PostgreSQL's pipeline) and fail;
+    a check queued before the append passes, as if it had committed first."""
+    add(store, "goal", [1])
+    add(store, "s1", [1])
+    add(store, "s2", [1])
+    gate = Gate(store, monkeypatch)
+    out: dict[str, Any] = {}
+
+    def decided_nothing_on_goal(session: str) -> list[int]:
+        return store.append_many(
+            [part(session, [1], [2])], unchanged=[HeadCheck(stream_id="goal", head_seq=1)]
+        )
+
+    threads = [in_thread(lambda: add(store, "lead", [1], expected=0), out, "lead")]
+    assert gate.entered.wait(30)
+    threads.append(in_thread(lambda: decided_nothing_on_goal("s1"), out, "before"))
+    wait_queued(store, 1)
+    threads.append(in_thread(lambda: add(store, "goal", [2], expected=1), out, "goal"))
+    wait_queued(store, 2)
+    threads.append(in_thread(lambda: decided_nothing_on_goal("s2"), out, "after"))
+    wait_queued(store, 3)
+    gate.release.set()
+    for t in threads:
+        t.join(30)
+    assert (out["lead"], out["before"], out["goal"]) == (1, [2], 2)
+    assert isinstance(out["after"], StreamConflict), out["after"]
+    assert (out["after"].details["stream_id"], out["after"].details["actual_seq"]) == ("goal", 2)
+    assert (store.head("s1"), store.head("s2"), store.head("goal")) == (2, 1, 2)

@@ -17,7 +17,7 @@ import pytest
 from benchmarks._pg_wire import WireTap
 from tests.store.toy import KIND, add, events_of, part, state_of
 from turnkeeper.errors import AlreadyExists, StreamConflict
-from turnkeeper.store import IndexEntry, SqlEventStore, open_store
+from turnkeeper.store import HeadCheck, IndexEntry, SqlEventStore, open_store
 
 
 @pytest.fixture
@@ -80,3 +80,21 @@ def test_a_failed_check_writes_nothing_and_is_typed(
         store.append("owner", KIND, 0, events_of([5]), state_of([5]), 1)
     assert (store.head("s1"), store.head("thief"), store.head("owner")) == (2, 0, 1)
     assert store.lookup("taken") == ("owner", "todo")
+
+
+def test_a_head_check_rides_the_pipeline(tapped: tuple[WireTap, SqlEventStore]) -> None:
+    tap, store = tapped
+    add(store, "warm", [1])
+    add(store, "s1", [1])
+    add(store, "goal", [1, 2])
+    held = [HeadCheck(stream_id="goal", head_seq=2)]
+    with tap.counting() as count:
+        store.append_many([part("s1", [1], [2])], unchanged=held)
+    assert (count.round_trips, count.tags["COMMIT"]) == (1, 1)
+    with tap.counting() as count, pytest.raises(StreamConflict) as err:
+        store.append_many(
+            [part("s1", [1, 2], [3])], unchanged=[HeadCheck(stream_id="goal", head_seq=1)]
+        )
+    assert count.tags["COMMIT"] == 0  # the pipeline's transaction was rolled back
+    assert (err.value.details["stream_id"], err.value.details["actual_seq"]) == ("goal", 2)
+    assert (store.head("s1"), store.head("goal")) == (2, 2)

@@ -11,6 +11,7 @@ from turnkeeper.store.memory import MemoryEventStore
 from turnkeeper.store.opening import open_event_store
 from turnkeeper.store.records import (
     EventRecord,
+    HeadCheck,
     IndexEntry,
     Mismatch,
     MismatchKind,
@@ -26,6 +27,7 @@ from turnkeeper.store.sql import SqlEventStore, open_store
 __all__ = [
     "EventRecord",
     "EventStore",
+    "HeadCheck",
     "IndexEntry",
     "MemoryEventStore",
     "Mismatch",

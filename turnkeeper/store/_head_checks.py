@@ -3,7 +3,7 @@ pipeline, and why a head check failed, for the writer (_writer.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from turnkeeper.errors import FailedPrecondition, InvalidArgument, StreamConflict, TurnkeeperError
@@ -25,6 +25,8 @@ def pipeline_steps(
     events: list[SqlParams] = []
     index: list[SqlParams] = []
     for req in batch:
+        for stream_id, expected in req.checks:
+            steps.append((sql["checked_head"], [(stream_id, expected)]))
         for part in req.parts:
             sv, state, checksum, created_at, created_check = part.projection
             if part.expected_seq == 0:
@@ -45,6 +47,37 @@ def pipeline_steps(
     if index:
         steps.append((sql["checked_index"], index))
     return steps
+
+
+def moved(stream_id: str, expected: int, actual: int) -> StreamConflict:
+    """A stream an ``append_many`` was to find unchanged at ``expected`` is at ``actual``."""
+    return StreamConflict(
+        f"stream {stream_id!r}: expected head {expected}, actual {actual}",
+        reason="stream_conflict",
+        details={"stream_id": stream_id, "expected_seq": expected, "actual_seq": actual},
+    )
+
+
+def check_heads(
+    cur: DBAPICursor,
+    sql: Mapping[str, str],
+    pending: Mapping[str, int],
+    checks: Sequence[tuple[str, int]],
+) -> TurnkeeperError | None:
+    """The first of ``checks`` whose stream moved, as its error; read on the writer's
+    cursor inside its transaction, which holds the write lock on SQLite (on
+    PostgreSQL a concurrent append to the stream commits before or after this
+    transaction, as one checked by a read before the commit would). ``pending``: the
+    heads the batch wrote so far, which the events table does not show yet."""
+    for stream_id, expected in checks:
+        head = pending.get(stream_id)
+        if head is None:
+            cur.execute(sql["events_head"], (stream_id,))
+            found = cur.fetchone()
+            head = as_int(found[0]) if found and found[0] is not None else 0
+        if head != expected:
+            return moved(stream_id, expected, head)
+    return None
 
 
 def conflict(

@@ -22,6 +22,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.json_types import JsonDict
 from turnkeeper.store._dialect import RowKey
+from turnkeeper.store._head_checks import moved
 from turnkeeper.store._reads import as_int
 from turnkeeper.store._rows import index_from_row
 from turnkeeper.store._source import AnyRow
@@ -156,10 +157,15 @@ class MemoryDatabase:
 
     # -- appends --------------------------------------------------------------------------
 
-    def commit(self, parts: Sequence[StreamWrite]) -> None:
-        """Check every part, then write every part; on a failing part nothing is written
-        and its typed error is raised (``details["part"]``: its position, when several)."""
+    def commit(self, parts: Sequence[StreamWrite], checks: Sequence[tuple[str, int]] = ()) -> None:
+        """Check every head of ``checks`` and every part, then write every part; on a
+        failing check or part nothing is written and its typed error is raised
+        (``details["part"]``: a part's position, when several)."""
         with self.lock:
+            for stream_id, expected in checks:
+                head = self._head(stream_id)
+                if head != expected:
+                    raise moved(stream_id, expected, head)
             claimed: dict[str, tuple[str, str]] = {}  # entity ids this call registers
             for i, part in enumerate(parts):
                 try:

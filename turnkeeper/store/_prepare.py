@@ -20,7 +20,7 @@ from turnkeeper.store._checksum import (
     projection_checksum,
 )
 from turnkeeper.store._rows import EventColumns
-from turnkeeper.store.records import IndexEntry, NewEvent, StreamAppend
+from turnkeeper.store.records import HeadCheck, IndexEntry, NewEvent, StreamAppend
 
 if TYPE_CHECKING:
     from turnkeeper.store._writer import AppendRequest, StreamWrite
@@ -54,6 +54,31 @@ def prepare_writes(appends: Sequence[StreamAppend]) -> list[StreamWrite]:
         )
         for a in appends
     ]
+
+
+def prepare_checks(
+    appends: Sequence[StreamAppend], unchanged: Sequence[HeadCheck]
+) -> list[tuple[str, int]]:
+    """``append_many``'s head checks as ``(stream id, head)``: each stream once, none
+    of them one the call appends to (its own part checks its head already)."""
+    appended = {a.stream_id for a in appends}
+    checks: list[tuple[str, int]] = []
+    for check in unchanged:
+        check_id("stream_id", check.stream_id)
+        if check.head_seq < 0:
+            raise InvalidArgument(
+                f"head_seq {check.head_seq} < 0",
+                reason="bad_expected_seq",
+                details={"stream_id": check.stream_id},
+            )
+        if check.stream_id in appended or any(s == check.stream_id for s, _ in checks):
+            raise InvalidArgument(
+                f"stream {check.stream_id!r} appears twice in one append_many",
+                reason="duplicate_stream",
+                details={"stream_id": check.stream_id},
+            )
+        checks.append((check.stream_id, check.head_seq))
+    return checks
 
 
 def prepare_write(

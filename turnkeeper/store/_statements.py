@@ -80,6 +80,14 @@ CHECKED_INSERT_INDEX = (
     " SELECT 1 / (count(*) + (SELECT count(*) FROM entity_index WHERE entity_id = ?"
     " AND stream_id = ? AND entity_kind = ? AND checksum = ?)) FROM written"
 )
+# A head an append_many must find unchanged, failing the transaction otherwise (a
+# stream with no projection row has head 0). Read from the projection row, which the
+# pipeline's earlier writes of the same transaction have already moved (its events
+# are inserted after every projection write).
+CHECKED_HEAD = (
+    "SELECT 1 / (CASE WHEN coalesce((SELECT head_seq FROM projections WHERE stream_id = ?), 0)"
+    " = ? THEN 1 ELSE 0 END)"
+)
 SELECT_INDEX = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
 SELECT_PROJECTION_HEAD = "SELECT head_seq, kind FROM projections WHERE stream_id = ?"
 SELECT_EVENTS_HEAD = "SELECT MAX(seq) FROM events WHERE stream_id = ?"

@@ -41,9 +41,10 @@ from turnkeeper.errors import (
 )
 from turnkeeper.store._connections import PooledConnection
 from turnkeeper.store._dialect import DBAPICursor, Dialect, SqlParams
-from turnkeeper.store._head_checks import conflict, pipeline_steps
+from turnkeeper.store._head_checks import check_heads, conflict, pipeline_steps
 from turnkeeper.store._rows import EventColumns, index_from_row
 from turnkeeper.store._statements import (
+    CHECKED_HEAD,
     CHECKED_INSERT_INDEX,
     CHECKED_INSERT_PROJECTION,
     CHECKED_UPDATE_PROJECTION,
@@ -85,6 +86,8 @@ class AppendRequest:
 
     parts: list[StreamWrite]
     durable: bool = True
+    # Streams the commit must find at these heads, writing nothing to them.
+    checks: list[tuple[str, int]] = field(default_factory=list)
     error: BaseException | None = None
     done: bool = False
     waiter: threading.Lock | None = field(default=None)
@@ -122,6 +125,7 @@ class GroupCommitWriter:
                 "checked_update": CHECKED_UPDATE_PROJECTION,
                 "checked_insert": CHECKED_INSERT_PROJECTION,
                 "checked_index": CHECKED_INSERT_INDEX,
+                "checked_head": CHECKED_HEAD,
             }.items()
         }
         self._lock = threading.Lock()
@@ -330,6 +334,10 @@ class GroupCommitWriter:
         try:
             for req in batch:
                 parts = req.parts
+                if req.checks:
+                    req.error = check_heads(cur, self._sql, pending, req.checks)
+                    if req.error is not None:
+                        continue
                 if len(parts) == 1:
                     req.error = self._write_projection(parts[0])
                 else:
@@ -381,6 +389,11 @@ class GroupCommitWriter:
     def _safe_path(self, batch: list[AppendRequest]) -> None:
         cur = self._cur
         for req in batch:
+            if req.checks:
+                # Nothing is written yet: a moved head fails the request alone.
+                req.error = check_heads(cur, self._sql, {}, req.checks)
+                if req.error is not None:
+                    continue
             cur.execute(SAVEPOINT_APPEND)
             for i, part in enumerate(req.parts):
                 try:

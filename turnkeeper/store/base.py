@@ -18,6 +18,7 @@ from typing import Self
 
 from turnkeeper.store.records import (
     EventRecord,
+    HeadCheck,
     IndexEntry,
     NewEvent,
     Projection,
@@ -73,8 +74,19 @@ class EventStore(ABC):
         """
 
     @abstractmethod
-    def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
+    def append_many(
+        self,
+        appends: Sequence[StreamAppend],
+        *,
+        durable: bool = True,
+        unchanged: Sequence[HeadCheck] = (),
+    ) -> list[int]:
         """Append to several streams at once, all or nothing; return each stream's new head.
+
+        ``unchanged``: streams the commit must find at the given heads, writing nothing
+        to them; one that moved fails the call as a ``StreamConflict`` (the check of a
+        decision that its stream needed nothing, made in the commit itself rather than
+        by a read before it). A stream may not be both appended to and checked.
 
         Each part is checked like an ``append`` (head, stream kind, index
         ownership). When any part fails, nothing of the whole call is written and

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from turnkeeper.errors import DataLoss, FailedPrecondition, InvalidArgument
 from turnkeeper.store._guards import confirm_stream_end, listed_projections
 from turnkeeper.store._memory_tables import MemoryDatabase
-from turnkeeper.store._prepare import check_id, prepare_write, prepare_writes
+from turnkeeper.store._prepare import check_id, prepare_checks, prepare_write, prepare_writes
 from turnkeeper.store._rows import (
     check_contiguous,
     event_from_row,
@@ -34,6 +34,7 @@ from turnkeeper.store.base import EventStore
 from turnkeeper.store.opening import MEMORY_SCHEME as SCHEME
 from turnkeeper.store.records import (
     EventRecord,
+    HeadCheck,
     IndexEntry,
     NewEvent,
     Projection,
@@ -82,10 +83,17 @@ class MemoryEventStore(EventStore):
         self.database.commit([part])
         return part.new_head
 
-    def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
+    def append_many(
+        self,
+        appends: Sequence[StreamAppend],
+        *,
+        durable: bool = True,
+        unchanged: Sequence[HeadCheck] = (),
+    ) -> list[int]:
         parts = prepare_writes(appends)
+        checks = prepare_checks(appends, unchanged)
         self._check_open()
-        self.database.commit(parts)
+        self.database.commit(parts, checks)
         return [part.new_head for part in parts]
 
     # -- reads -------------------------------------------------------------------------

@@ -81,6 +81,17 @@ class StreamAppend(BaseModel):
     index: tuple[IndexEntry, ...] = ()
 
 
+class HeadCheck(BaseModel):
+    """A stream an :meth:`EventStore.append_many` must find still at ``head_seq``,
+    writing nothing to it: a decision that the stream needs no events, taken on that
+    head, commits with the other streams' parts only if the head has not moved."""
+
+    model_config = _RECORD
+
+    stream_id: str
+    head_seq: int
+
+
 class MismatchKind(StrEnum):
     """How ``verify`` classifies a disagreement between a projection and its log."""
 

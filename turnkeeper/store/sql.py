@@ -24,7 +24,13 @@ from turnkeeper.store._guards import (
     listed_projections,
 )
 from turnkeeper.store._migrate import ensure_schema
-from turnkeeper.store._prepare import append_types, check_id, prepare_write, prepare_writes
+from turnkeeper.store._prepare import (
+    append_types,
+    check_id,
+    prepare_checks,
+    prepare_write,
+    prepare_writes,
+)
 from turnkeeper.store._reads import Reader
 from turnkeeper.store._rows import (
     check_contiguous,
@@ -36,6 +42,7 @@ from turnkeeper.store._rows import (
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import (
     EventRecord,
+    HeadCheck,
     IndexEntry,
     NewEvent,
     Projection,
@@ -136,11 +143,18 @@ class SqlEventStore(EventStore):
         self._the_writer().submit(request([part], durable))
         return part.new_head
 
-    def append_many(self, appends: Sequence[StreamAppend], *, durable: bool = True) -> list[int]:
+    def append_many(
+        self,
+        appends: Sequence[StreamAppend],
+        *,
+        durable: bool = True,
+        unchanged: Sequence[HeadCheck] = (),
+    ) -> list[int]:
         parts = prepare_writes(appends)
+        checks = prepare_checks(appends, unchanged)
         self._check_open()
         _, request = append_types()
-        self._the_writer().submit(request(parts, durable))
+        self._the_writer().submit(request(parts, durable, checks))
         return [part.new_head for part in parts]
 
     # -- reads -------------------------------------------------------------------------

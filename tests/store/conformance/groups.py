@@ -17,7 +17,7 @@ import pytest
 from tests.store.conftest import Backend, not_for_memory
 from tests.store.toy import KIND, CounterFolder, add, part, state_of, values_of
 from turnkeeper.errors import AlreadyExists, InvalidArgument, StreamConflict
-from turnkeeper.store import EventStore, IndexEntry, StreamAppend
+from turnkeeper.store import EventStore, HeadCheck, IndexEntry, StreamAppend
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
@@ -241,3 +241,29 @@ def test_acknowledged_groups_survive_a_sigkilled_writer(
         assert (proj.head_seq, proj.state) == (groups, state_of(range(groups)))
         assert all(store.lookup(f"{stream}-{g}") == (stream, "todo") for g in range(groups))
     assert store.verify(folder).ok
+
+
+def test_unchanged_heads_commit_with_the_parts_or_fail_them(store: EventStore) -> None:
+    """``unchanged``: a decision of nothing on a stream, confirmed by the commit itself."""
+    add(store, "a", [1, 2])
+    add(store, "b", [1])
+    held = [HeadCheck(stream_id="b", head_seq=1), HeadCheck(stream_id="none", head_seq=0)]
+    assert store.append_many([part("a", [1, 2], [3])], unchanged=held) == [3]
+    before = _snapshot(store, "a", "b")
+    with pytest.raises(StreamConflict) as err:
+        store.append_many(
+            [part("a", [1, 2, 3], [4])], unchanged=[HeadCheck(stream_id="b", head_seq=0)]
+        )
+    details = err.value.details
+    assert (details["stream_id"], details["expected_seq"], details["actual_seq"]) == ("b", 0, 1)
+    assert _snapshot(store, "a", "b") == before  # nothing of the call was written
+    assert store.head("none") == 0  # a check writes nothing, not even an empty stream
+    for bad in (
+        [HeadCheck(stream_id="a", head_seq=3)],  # appended and checked
+        [HeadCheck(stream_id="b", head_seq=1)] * 2,  # checked twice
+        [HeadCheck(stream_id="b", head_seq=-1)],
+        [HeadCheck(stream_id="b\x00", head_seq=1)],
+    ):
+        with pytest.raises(InvalidArgument):
+            store.append_many([part("a", [1, 2, 3], [4])], unchanged=bad)
+    assert _snapshot(store, "a", "b") == before

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from turnkeeper.errors import Aborted, StreamConflict, TurnkeeperError, Unavailable
 from turnkeeper.runtime.log.codec import EventT, StateT, StreamCodec
 from turnkeeper.store.base import EventStore
-from turnkeeper.store.records import IndexEntry, StreamAppend
+from turnkeeper.store.records import HeadCheck, IndexEntry, StreamAppend
 
 MAX_CONFLICT_RETRIES = 16
 _T = TypeVar("_T")
@@ -260,6 +260,11 @@ def _unconfirmed_and_moved(store: EventStore, stream_id: str, head: int, confirm
     return not confirmed and store.head(stream_id) != head
 
 
+def _any_moved(store: EventStore, checks: Sequence[HeadCheck]) -> bool:
+    heads = store.heads([c.stream_id for c in checks])
+    return any(head != c.head_seq for c, head in zip(checks, heads, strict=True))
+
+
 def _read_stream_state(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
 ) -> tuple[StateT | None, int]:
@@ -357,11 +362,14 @@ def _append(
 @dataclass(frozen=True)
 class PlannedAppend:
     """One plan's decision, whatever its stream's kind: its share of the commit (None:
-    it decided nothing), the state it leaves, and that state's head."""
+    it decided nothing), the state it leaves, and that state's head; ``check``: a
+    decision of nothing taken on a cached head that no read confirmed, which the
+    commit confirms instead (or a read, when nothing else is committed)."""
 
     part: StreamAppend | None
     state: BaseModel | None
     head_seq: int
+    check: HeadCheck | None = None
 
 
 class MultiStreamPlan(Protocol):
@@ -408,9 +416,8 @@ class StreamPlan(Generic[StateT, EventT]):
             raise
         events = list(decided.events if isinstance(decided, Folded) else decided)
         if not events:
-            if _unconfirmed_and_moved(store, stream_id, head, confirmed):
-                return None
-            return PlannedAppend(part=None, state=state, head_seq=head)
+            check = None if confirmed else HeadCheck(stream_id=stream_id, head_seq=head)
+            return PlannedAppend(part=None, state=state, head_seq=head, check=check)
         after: StateT | None
         if isinstance(decided, Folded):
             after = decided.after
@@ -455,10 +462,13 @@ def _decide_and_append_many(
             planned.append(decided)
         else:
             parts = [p.part for p in planned if p.part is not None]
+            checks = [p.check for p in planned if p.check is not None]
             if not parts:
+                if checks and _any_moved(store, checks):
+                    continue  # decided nothing on a stale cached state: judge the current one
                 return
             try:
-                store.append_many(parts, durable=durable)
+                store.append_many(parts, durable=durable, unchanged=checks)
             except StreamConflict:
                 continue  # another writer moved one of the streams: decide all again
             cache = _cache_of(store)
