@@ -46,7 +46,7 @@ from turnkeeper.kernel.model import Evidence, GateStatus, Todo, TodoStatus
 from turnkeeper.kernel.session import InteractionContract, NextTurn, SessionState
 from turnkeeper.runtime.services.turn_listing import JournaledEvent, TurnInfo
 from turnkeeper.runtime.workspaces.gitcmd import git
-from turnkeeper.runtime.workspaces.workspace import git_revision
+from turnkeeper.runtime.workspaces.workspace import git_marker, git_revision
 from turnkeeper.vocabulary import TurnKind
 
 # What must be probed again rather than trusted from the log (seed 001), told after a
@@ -348,13 +348,10 @@ def _reprobe(spec: NextTurn, previous: TurnInfo | None) -> bool:
 
 def probe(workspace: Path, now: datetime) -> WorkspaceProbe:
     """The workspace's revision and uncommitted changes, read from git now."""
-    try:
-        status = git(workspace, "status", "--porcelain", check=False)
-    except TurnkeeperError:
+    status = _status_lines(workspace)
+    if status is None:
         return WorkspaceProbe(path=str(workspace), probed_at=now)
-    if status.returncode != 0:
-        return WorkspaceProbe(path=str(workspace), probed_at=now)
-    lines = [ln for ln in status.stdout.splitlines() if ln.strip()]
+    lines = [ln for ln in status if ln.strip()]
     return WorkspaceProbe(
         path=str(workspace),
         revision=git_revision(workspace),
@@ -363,6 +360,29 @@ def probe(workspace: Path, now: datetime) -> WorkspaceProbe:
         changed_more=max(0, len(lines) - MAX_LISTED),
         probed_at=now,
     )
+
+
+def _status_lines(workspace: Path) -> list[str] | None:
+    """The lines of ``git status --porcelain`` in ``workspace``; None outside a
+    repository or when git fails. Read in this process where libgit2 reads them as git
+    does (runtime/workspaces/status_lines.py), so a turn starts no git for them; by git
+    elsewhere, but not where no ``.git`` is at or above the workspace: that is no
+    repository, told by stat alone (the git run here ignores GIT_DIR and GIT_WORK_TREE:
+    gitcmd.py drops them)."""
+    # Imported here, not with the module: pygit2 takes a tenth of a second to load, and
+    # the commands that import the turn driver without running a turn never need it.
+    from turnkeeper.runtime.workspaces.status_lines import porcelain_lines
+
+    lines = porcelain_lines(workspace)
+    if lines is not None:
+        return lines
+    if git_marker(workspace.absolute()) is None:
+        return None
+    try:
+        status = git(workspace, "status", "--porcelain", check=False)
+    except TurnkeeperError:
+        return None
+    return status.stdout.splitlines() if status.returncode == 0 else None
 
 
 def instructions_of(brief: TurnBrief) -> str:

@@ -15,13 +15,19 @@ session's ``index``. git itself never looks there (its linked worktrees live in
 writing: the user's index is only read, to tell which of the session's entries the
 user tracks.
 
-What git would do differently is left to git (:func:`open_session` answers None):
-a ``.git`` file (a linked worktree), clean/smudge filter drivers in the config
-(libgit2 runs none of them), a sparse checkout, configuration that git reads from
-the environment (``GIT_CONFIG_*``), or a HOME other than the one libgit2 read its
-global files from when it started. A path libgit2 refuses to add (a repository
-nested in the workspace, which git adds as a gitlink) fails the in-process tree,
-and git's own ``add -A`` builds it instead (runtime/workspaces/snapshots.py).
+The brief's ``git status`` is read in this process too, through :func:`open_user`:
+the repository as git sees it from the workspace, the user's index included, opened
+to be read only (runtime/workspaces/status_lines.py).
+
+What git would do differently is left to git (:func:`open_session` and
+:func:`open_user` answer None): a ``.git`` file (a linked worktree), clean/smudge
+filter drivers in the config (libgit2 runs none of them), a sparse checkout, a
+``core.worktree`` (git's worktree would be that directory, not the workspace),
+configuration that git reads from the environment (``GIT_CONFIG_*``), or a HOME other
+than the one libgit2 read its global files from when it started. A path libgit2
+refuses to add (a repository nested in the workspace, which git adds as a gitlink)
+fails the in-process tree, and git's own ``add -A`` builds it instead
+(runtime/workspaces/snapshots.py).
 
 Durability is git's default: objects and refs are written without fsync (git 2.39
 fsyncs neither loose objects nor refs unless configured to), the commit's objects
@@ -46,9 +52,11 @@ __all__ = [
     "GitError",
     "create_snapshot",
     "open_session",
+    "open_user",
     "prune_refs",
     "session_repository",
     "session_tree",
+    "user_repository",
 ]
 
 GitError = pygit2.GitError
@@ -87,10 +95,12 @@ def _same_home_as_libgit2() -> bool:
 
 def _git_would_differ(repo: pygit2.Repository) -> bool:
     """Whether the repository's configuration asks for what libgit2 does not do as git
-    does: clean/smudge filter drivers, a sparse checkout."""
+    does: clean/smudge filter drivers, a sparse checkout, a worktree elsewhere."""
     for entry in repo.config:
         name = entry.name.lower()
-        if name.startswith("filter.") or (name == "core.sparsecheckout" and entry.value != "false"):
+        if name.startswith("filter.") or name == "core.worktree":
+            return True
+        if name == "core.sparsecheckout" and entry.value != "false":
             return True
     return False
 
@@ -119,18 +129,52 @@ def open_session(workspace: Path, session_id: str) -> pygit2.Repository | None:
     """The workspace's repository as the session's own git directory sees it (its
     index the session's), or None when git must do the work (module docstring)."""
     git_dir = workspace / ".git"
-    if not git_dir.is_dir() or any(name in os.environ for name in _CONFIG_ENV):
-        return None
-    if not _same_home_as_libgit2():
+    if not _libgit2_may_serve(git_dir):
         return None
     private = session_git_dir(git_dir, session_id)
     private.mkdir(parents=True, exist_ok=True)
     _write_once(private / "commondir", _COMMONDIR)
     _write_once(private / "HEAD", _HEAD)
+    return _open(private, workspace)
+
+
+@contextmanager
+def user_repository(workspace: Path) -> Iterator[pygit2.Repository | None]:
+    """:func:`open_user`, released on the way out (as :func:`session_repository`)."""
+    repo = open_user(workspace)
     try:
-        repo = pygit2.Repository(str(private), _OPEN_FLAGS)
+        yield repo
+    finally:
+        if repo is not None:
+            repo.free()
+
+
+def open_user(workspace: Path) -> pygit2.Repository | None:
+    """The workspace's repository as git sees it from the workspace (the user's own
+    index and HEAD), to be read only; None when git must do the work, for the same
+    reasons as :func:`open_session`."""
+    git_dir = workspace / ".git"
+    if not _libgit2_may_serve(git_dir):
+        return None
+    return _open(git_dir, workspace)
+
+
+def _libgit2_may_serve(git_dir: Path) -> bool:
+    """What can be told before opening: a ``.git`` directory (not a linked worktree's
+    file), no configuration from the environment, the HOME libgit2 started with."""
+    if not git_dir.is_dir() or any(name in os.environ for name in _CONFIG_ENV):
+        return False
+    return _same_home_as_libgit2()
+
+
+def _open(git_dir: Path, workspace: Path) -> pygit2.Repository | None:
+    """``git_dir`` opened on ``workspace``'s files, or None when its configuration asks
+    for what libgit2 does not do as git does."""
+    try:
+        repo = pygit2.Repository(str(git_dir), _OPEN_FLAGS)
         repo.workdir = str(workspace)
         if _git_would_differ(repo):
+            repo.free()
             return None
     except GitError:
         return None  # git's own message will say what is wrong, if anything
