@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -224,3 +225,35 @@ def test_a_channel_pruned_the_moment_it_closes_still_gives_its_calls(
     # Read again once gone: no calls, and no error.
     assert opened.channels.close_and_list(opened.turn.turn_id) == []
     assert opened.channels.calls(opened.turn.turn_id) == []
+
+
+def test_running_turns_beyond_keep_are_not_walked_at_every_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More sessions than channels kept: the channels of running turns cannot be pruned,
+    # so a walk over them finds nothing to remove. It comes once per slack of new
+    # channels (keep 20: 5), not at every open; once the turns end, the next walk
+    # prunes back to the newest channels.
+    root = tmp_path / "root"
+    channels = ToolChannels(root, keep=20)
+    goal = claimed_goal()
+    walks: list[Path] = []
+    real_iterdir = Path.iterdir
+
+    def counted(self: Path) -> Iterator[Path]:
+        if self == root:
+            walks.append(self)
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", counted)
+    opened = [f"turn-{n:02}" for n in range(40)]
+    for turn_id in opened:
+        channels.open(turn(tmp_path, turn_id), brief(turn_id), goal)
+    assert len(walks) == 4  # at the 21st, 27th, 33rd and 39th open; not 20 times
+    assert len(list(real_iterdir(root))) == 40  # every running turn's channel is kept
+    for turn_id in opened:
+        channels.close(turn_id)
+    for n in range(40, 45):
+        channels.open(turn(tmp_path, f"turn-{n}"), brief(f"turn-{n}"), goal)
+    assert len(walks) == 5
+    assert len(list(real_iterdir(root))) <= 20

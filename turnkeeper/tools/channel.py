@@ -201,6 +201,9 @@ class ToolChannels:
     def __init__(self, root: Path, keep: int = KEEP_CHANNELS) -> None:
         self.root = root
         self.keep = keep
+        # The root's entry count up to which an open does not walk the channels: what
+        # the last walk could not remove (open channels, other entries) plus a slack.
+        self._walk_above = 0
 
     def path(self, turn_id: str) -> Path:
         return self.root / turn_id
@@ -290,10 +293,15 @@ class ToolChannels:
         Run at every open, so it costs one directory listing while the root holds no
         more than ``keep`` entries, and walks the channels only past that — then down
         to ``keep`` less a quarter (at most ``PRUNE_SLACK``), so the walk comes that
-        many turns apart.
+        many turns apart. What a walk cannot remove (the channels of turns still
+        running: with more sessions than ``keep``, more than ``keep`` of them) is not
+        walked again until that slack more entries have come: else every open would
+        stat every running turn's channel, which took a fifth of a controller's time
+        with 256 sessions.
         Several controllers may prune one root at once: a channel another one deleted
         first is simply gone."""
-        if len(os.listdir(self.root)) <= self.keep:
+        entries = len(os.listdir(self.root))
+        if entries <= max(self.keep, self._walk_above):
             return
         channels: list[tuple[float, Path]] = []
         for entry in self.root.iterdir():  # bounded: the root's entries
@@ -305,9 +313,13 @@ class ToolChannels:
             except FileNotFoundError:  # not a channel, or pruned by another controller
                 continue
         channels.sort(reverse=True)
-        for _, folder in channels[self.keep - min(PRUNE_SLACK, self.keep // 4) :]:
+        slack = min(PRUNE_SLACK, self.keep // 4)
+        removed = 0
+        for _, folder in channels[self.keep - slack :]:
             if folder != keep and (folder / CLOSED_FILE).exists():
                 shutil.rmtree(folder, onerror=_gone_is_fine)
+                removed += 1
+        self._walk_above = entries - removed + max(1, slack)
 
 
 def _logged(turn_id: str, journaled: JournaledCalls) -> list[ToolCall]:

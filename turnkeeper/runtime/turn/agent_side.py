@@ -13,7 +13,6 @@ write-back like any result (a crash before the receipt applies none of them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from turnkeeper.brief import TurnBrief
 from turnkeeper.hosts.base import HostOutcome, ToolServer
@@ -33,13 +32,11 @@ from turnkeeper.tools.channel import ChannelTurn, ToolChannels
 class AgentSide:
     sessions: SessionService
     goals: GoalService
-    # Where the turns' tool channels live; None: agents get no turnkeeper tools.
-    tools_dir: Path | None
+    # The turns' tool channels (one object for the run: it paces its pruning); None:
+    # agents get no turnkeeper tools.
+    channels: ToolChannels | None
     # The bounds the agent is told.
     limits: AgentLimits
-
-    def _channels(self) -> ToolChannels | None:
-        return ToolChannels(self.tools_dir) if self.tools_dir is not None else None
 
     def brief(
         self,
@@ -57,7 +54,7 @@ class AgentSide:
             if ended is not None
             else None
         )
-        channels = self._channels()
+        channels = self.channels
         unapplied: list[str] = []
         if channels is not None and ended is not None and ended.outcome in ("lost", "failed"):
             # None of a failed or lost turn's calls was applied: the brief lists them. A
@@ -82,7 +79,7 @@ class AgentSide:
     ) -> ToolServer | None:
         """Open the turn's tool channel (after its claim committed: the tools' dry runs
         fence with the claim's epoch) and name the server that reaches it."""
-        channels = self._channels()
+        channels = self.channels
         if channels is None:
             return None
         goal = self.goals.load(session.goal_id)
@@ -102,7 +99,7 @@ class AgentSide:
         """The outcome with the tool calls of the turn's agent in its result. The channel
         is closed first (a later call is refused), so what is read is all there is. A
         failed host's calls are not applied: the next turn's brief lists them."""
-        channels = self._channels()
+        channels = self.channels
         if channels is None:
             return outcome
         calls = channels.close_and_list(envelope.turn_id)

@@ -93,6 +93,7 @@ from turnkeeper.runtime.turn.writeback import (
     refused_write_back,
 )
 from turnkeeper.runtime.workspaces.workspace import workspace_path
+from turnkeeper.tools.channel import ToolChannels
 
 # Events per journal commit at most (the pump's rule; tests read it here).
 EVENT_BATCH = event_pump.EVENT_BATCH
@@ -180,10 +181,11 @@ class TurnDriver:
         )
         # The brief and the tool channel of each turn's agent.
         silence = self._config.silence_timeout_seconds
+        tools_dir = self._config.tools_dir
         self._agent = AgentSide(
             sessions,
             goals,
-            self._config.tools_dir,
+            ToolChannels(tools_dir) if tools_dir is not None else None,
             replace(
                 self._config.agent_limits,
                 timeout_seconds=float(self._config.host_timeout_seconds),
