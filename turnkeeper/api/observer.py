@@ -113,7 +113,7 @@ class TurnObserver:
             projections = self._store.list_projections(SESSION_KIND)
             for projection in projections:
                 scan = self._streams.setdefault(projection.stream_id, _Stream())
-                while scan.head < projection.head_seq:
+                while scan.head < projection.stream_head:
                     records = self._store.read_stream(
                         projection.stream_id, after_seq=scan.head, limit=_CHUNK
                     )

@@ -115,7 +115,7 @@ class Deliverer:
             return Tick(0, 0, False, None)
         listed = self._store.list_projections_of((GOAL_KIND, SESSION_KIND))
         sources = [
-            _Source(p.stream_id, p.head_seq, p)
+            _Source(p.stream_id, p.stream_head, p)
             for kind in (GOAL_KIND, SESSION_KIND)
             for p in listed[kind]
         ]

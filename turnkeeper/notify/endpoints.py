@@ -76,7 +76,7 @@ def add_endpoint(
     endpoint_id = f"ep-{secrets.token_hex(4)}"
     # Told of what happens from now on: each stream's head now is where it starts.
     listed = store.list_projections_of((GOAL_KIND, SESSION_KIND))
-    start = {p.stream_id: p.head_seq for kind in (GOAL_KIND, SESSION_KIND) for p in listed[kind]}
+    start = {p.stream_id: p.stream_head for kind in (GOAL_KIND, SESSION_KIND) for p in listed[kind]}
 
     def decide(state: NotifyState) -> EndpointAdded:
         if len(state.endpoints) >= MAX_ENDPOINTS:

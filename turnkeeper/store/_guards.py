@@ -12,14 +12,21 @@ must reach its projection's head.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
 
 from turnkeeper.errors import DataLoss
 from turnkeeper.json_types import JsonDict
 from turnkeeper.store._reads import Reader
-from turnkeeper.store._rows import check_created, index_from_row, projection_from_row
+from turnkeeper.store._rows import (
+    check_contiguous,
+    check_created,
+    event_from_row,
+    index_from_row,
+    projection_from_row,
+    row_seq,
+)
 from turnkeeper.store._source import AnyRow, RecordSource
-from turnkeeper.store.records import Projection
+from turnkeeper.store.records import EventRecord, Projection
 
 
 def _index_damaged(what: str, details: JsonDict) -> DataLoss:
@@ -69,21 +76,51 @@ def confirm_missing_entity(reader: Reader, entity_id: str) -> AnyRow | None:
     return None
 
 
-def listed_projections(reader: RecordSource, kinds: Collection[str]) -> dict[str, list[Projection]]:
+def listed_projections(reader: RecordSource, kinds: Sequence[str]) -> dict[str, list[Projection]]:
     """Every projection of each of ``kinds``, oldest stream first, from one read and one
-    check of every row (whatever its kind)."""
+    check of every row (whatever its kind), each with its tail (the events after its
+    ``head_seq``, read by one more query).
+
+    The tails are read first: a projection read after them is folded to the same seq
+    or a later one (a stream's events are only ever added), so its tail is the events
+    read past its ``head_seq``: none missing in between. Its state plus its tail is
+    the stream as of the later of the two reads."""
+    tails: dict[str, list[AnyRow]] = {}
+    for event in reader.tails(list(kinds)) if kinds else ():
+        stream_id = event[0]
+        if isinstance(stream_id, str):  # else: the row fails its checksum when folded
+            tails.setdefault(stream_id, []).append(event)
     found: dict[str, list[tuple[int, str, Projection]]] = {kind: [] for kind in kinds}
     for row in reader.all_projections():
         projection = projection_from_row(row[:6])
         created_at = check_created(projection.stream_id, row[6], row[7])
         listed = found.get(projection.kind)
         if listed is not None:
+            tail = tails.get(projection.stream_id)
+            if tail is not None:
+                projection = _with_tail(projection, tail)
             listed.append((created_at, projection.stream_id, projection))
     out: dict[str, list[Projection]] = {}
     for kind, listed in found.items():
         listed.sort(key=lambda item: (item[0], item[1]))
         out[kind] = [projection for _, _, projection in listed]
     return out
+
+
+def _with_tail(projection: Projection, rows: list[AnyRow]) -> Projection:
+    """``projection`` with the events after its ``head_seq`` among ``rows`` (read
+    before it, perhaps from an earlier ``head_seq``), checked contiguous."""
+    stream_id = projection.stream_id
+    tail: list[EventRecord] = []
+    expected = projection.head_seq + 1
+    for row in rows:
+        seq = row_seq(stream_id, row)
+        if seq < expected:
+            continue  # folded into the projection since the tails were read
+        check_contiguous(stream_id, expected, seq)
+        tail.append(event_from_row(row))
+        expected += 1
+    return projection.model_copy(update={"tail": tuple(tail)}) if tail else projection
 
 
 def confirm_stream_end(stream_id: str, last_seq: int, head: object) -> None:

@@ -100,6 +100,17 @@ class MemoryDatabase:
         with self.lock:
             return list(self.projection_rows.values())
 
+    def tails(self, kinds: Sequence[str]) -> list[AnyRow]:
+        with self.lock:
+            out: list[AnyRow] = []
+            for stream_id in sorted(self.projection_rows):
+                row = self.projection_rows[stream_id]
+                if row[1] in kinds:
+                    head = row[2]
+                    after = head if isinstance(head, int) else 0
+                    out += [r for r in self.event_rows.get(stream_id, []) if _seq(r) > after]
+            return out
+
     def stream_ids(self, after: str | None, limit: int) -> list[object]:
         with self.lock:
             ids = sorted(self.projection_rows)
@@ -185,27 +196,33 @@ class MemoryDatabase:
         """Why ``part`` cannot be appended (raised), as the SQL store tells it."""
         stream_id, expected = part.stream_id, part.expected_seq
         row = self.projection_rows.get(stream_id)
+        # The head is the events'; the projection row may be folded to an earlier seq.
         head = self._head(stream_id)
         details: JsonDict = {"stream_id": stream_id, "expected_seq": expected}
-        if row is not None and as_int(row[2]) == expected and row[1] != part.kind:
+        if row is not None and head == expected and row[1] != part.kind:
             raise InvalidArgument(
                 f"stream {stream_id!r} is a {row[1]!r} stream, not {part.kind!r}",
                 reason="stream_kind_mismatch",
                 details={**details, "kind": str(row[1]), "requested_kind": part.kind},
             )
         projected = 0 if row is None else as_int(row[2])
-        if projected != expected:
-            if row is not None and projected != head:
-                raise _stale(stream_id, expected, head, projected)
+        if projected > head:
+            # A projection folded past the events: only damage does that. Appending
+            # would fork the stream.
+            raise _stale(stream_id, expected, head, projected)
+        if row is None and head and head == expected:
+            raise FailedPrecondition(
+                f"stream {stream_id!r} has events up to seq {head} but no projection row; "
+                "run verify",
+                reason="projection_missing",
+                details={**details, "seq": head},
+            )
+        if head != expected or (row is not None and expected == 0):
             raise StreamConflict(
                 f"stream {stream_id!r}: expected head {expected}, actual {head}",
                 reason="stream_conflict",
                 details={**details, "actual_seq": head},
             )
-        if head > expected:
-            # The projection said head == expected but the events run further: only
-            # damage does that. Appending would fork the stream.
-            raise _stale(stream_id, expected, head, projected)
         for entity_id, _stream, entity_kind, _checksum in part.index:
             owner = claimed.get(entity_id)
             if owner is None and entity_id in self.index_rows:
@@ -224,19 +241,20 @@ class MemoryDatabase:
             claimed[entity_id] = (stream_id, entity_kind)
 
     def _write(self, part: StreamWrite) -> None:
-        schema_version, state, checksum, created_at, created_check = part.projection
-        old = self.projection_rows.get(part.stream_id)
-        # The creation time is the first append's, for good (the listing order).
-        created = (created_at, created_check) if old is None else old[6:8]
-        self.projection_rows[part.stream_id] = (
-            part.stream_id,
-            part.kind,
-            part.new_head,
-            schema_version,
-            state,
-            checksum,
-            *created,
-        )
+        if part.projection is not None:  # None: the row stays, folded to an earlier seq
+            schema_version, state, checksum, created_at, created_check = part.projection
+            old = self.projection_rows.get(part.stream_id)
+            # The creation time is the first append's, for good (the listing order).
+            created = (created_at, created_check) if old is None else old[6:8]
+            self.projection_rows[part.stream_id] = (
+                part.stream_id,
+                part.kind,
+                part.new_head,
+                schema_version,
+                state,
+                checksum,
+                *created,
+            )
         self.event_rows.setdefault(part.stream_id, []).extend(part.events)
         for entity_id, stream_id, entity_kind, entry_checksum in part.index:
             if entity_id not in self.index_rows:  # else: this stream's already (checked)

@@ -86,7 +86,7 @@ def prepare_write(
     kind: str,
     expected_seq: int,
     events: Sequence[NewEvent],
-    projection_state: str,
+    projection_state: str | None,
     projection_schema_version: int,
     index: Sequence[IndexEntry],
     recorded_at: int,
@@ -103,6 +103,14 @@ def prepare_write(
         raise InvalidArgument(
             f"expected_seq {expected_seq} < 0",
             reason="bad_expected_seq",
+            details={"stream_id": stream_id},
+        )
+    if projection_state is None and expected_seq == 0:
+        # A stream's first append creates its projection row: its kind and creation
+        # time live there, and a reader folds from it.
+        raise InvalidArgument(
+            "a new stream's first append needs its projection",
+            reason="projection_required",
             details={"stream_id": stream_id},
         )
     if not events:
@@ -122,10 +130,17 @@ def prepare_write(
                 stream_id, seq, type_, version, recorded_at, payload, strict=True
             )
             rows.append((stream_id, seq, type_, version, payload, recorded_at, checksum))
-        proj_checksum = projection_checksum(
-            stream_id, kind, seq, projection_schema_version, projection_state, strict=True
-        )
-        created_check = created_checksum(stream_id, recorded_at, strict=True)
+        projection: tuple[int, str, str, int, str] | None = None
+        if projection_state is not None:
+            projection = (
+                projection_schema_version,
+                projection_state,
+                projection_checksum(
+                    stream_id, kind, seq, projection_schema_version, projection_state, strict=True
+                ),
+                recorded_at,
+                created_checksum(stream_id, recorded_at, strict=True),
+            )
         index_rows = [
             (
                 e.entity_id,
@@ -147,13 +162,7 @@ def prepare_write(
         kind=kind,
         expected_seq=expected_seq,
         new_head=seq,
-        projection=(
-            projection_schema_version,
-            projection_state,
-            proj_checksum,
-            recorded_at,
-            created_check,
-        ),
+        projection=projection,
         events=rows,
         index=index_rows,
     )

@@ -189,6 +189,11 @@ class Reader:
         created_at, created_check)``."""
         return self.driver_rows(self._scan(q.PROJECTION_SCAN), (), record="projection")
 
+    def tails(self, kinds: Sequence[str]) -> list[AnyRow]:
+        """The events after their projection's head of every stream of ``kinds``, by
+        stream and seq, in one query."""
+        return self.driver_rows(q.tails(len(kinds)), tuple(kinds), record="event")
+
     def created(self, stream_id: str) -> AnyRow | None:
         """``(created_at, created_check)`` of a stream's projection row."""
         rows = self.driver_rows(

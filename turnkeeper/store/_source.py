@@ -51,6 +51,11 @@ class RecordSource(Protocol):
         :meth:`projection`, then ``created_at, created_check``."""
         ...
 
+    def tails(self, kinds: Sequence[str]) -> Sequence[AnyRow]:
+        """The event rows (as :meth:`events`') after their projection row's ``head_seq``
+        of every stream whose row is of one of ``kinds``, by stream id and seq."""
+        ...
+
     def stream_ids(self, after: str | None, limit: int) -> list[object]:
         """A page of projected stream ids in key order, after ``after``."""
         ...

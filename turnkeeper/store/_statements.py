@@ -44,11 +44,21 @@ RELEASE_APPEND = "RELEASE SAVEPOINT tk_append"
 
 # -- the append path ----------------------------------------------------------------------
 
-# The head check and the projection write in one statement: its rowcount is the check.
+# A stream's head is its events' last seq; its projection row may be folded to an
+# earlier one (an append may leave it behind), so every head check reads the events.
+# A row folded past the expected head leads its events: damage, refused (params: the
+# expected head, the stream id, the expected head).
+_AT_HEAD = "head_seq <= ? AND (SELECT coalesce(max(seq), 0) FROM events WHERE stream_id = ?) = ?"
+# The projection written at a checked head: the statement path checked the head first
+# (SELECT_HEAD_AND_KIND, under the batch's write transaction); ``kind = ?`` keeps a
+# stream's kind.
 UPDATE_PROJECTION = (
     "UPDATE projections SET head_seq = ?, schema_version = ?, state = ?, checksum = ?"
-    " WHERE stream_id = ? AND head_seq = ? AND kind = ?"
+    " WHERE stream_id = ? AND kind = ?"
 )
+# The head check and the projection write in one statement (the pipeline's): params
+# as UPDATE_PROJECTION's, then the stream id and the expected head again.
+UPDATE_PROJECTION_AT_HEAD = UPDATE_PROJECTION + " AND " + _AT_HEAD
 INSERT_PROJECTION = (
     "INSERT INTO projections"
     " (stream_id, kind, head_seq, schema_version, state, checksum, created_at, created_check)"
@@ -70,7 +80,13 @@ INSERT_INDEX = (
 # The index entry passes when this stream already holds it, unchanged (a repeated
 # registration); its other parameters are the entry's four columns again.
 CHECKED_UPDATE_PROJECTION = (
-    "WITH written AS (" + UPDATE_PROJECTION + " RETURNING 1) SELECT 1 / count(*) FROM written"
+    "WITH written AS (" + UPDATE_PROJECTION_AT_HEAD + " RETURNING 1)"
+    " SELECT 1 / count(*) FROM written"
+)
+# An append that leaves the projection row as it is: the head and kind checked alone
+# (params: stream id, kind, then _AT_HEAD's).
+CHECKED_HEAD = (
+    "SELECT 1 / count(*) FROM projections WHERE stream_id = ? AND kind = ? AND " + _AT_HEAD
 )
 CHECKED_INSERT_PROJECTION = (
     "WITH written AS (" + INSERT_PROJECTION + " RETURNING 1) SELECT 1 / count(*) FROM written"
@@ -80,16 +96,22 @@ CHECKED_INSERT_INDEX = (
     " SELECT 1 / (count(*) + (SELECT count(*) FROM entity_index WHERE entity_id = ?"
     " AND stream_id = ? AND entity_kind = ? AND checksum = ?)) FROM written"
 )
-# A head an append_many must find unchanged, failing the transaction otherwise (a
-# stream with no projection row has head 0). Read from the projection row, which the
-# pipeline's earlier writes of the same transaction have already moved (its events
-# are inserted after every projection write).
-CHECKED_HEAD = (
-    "SELECT 1 / (CASE WHEN coalesce((SELECT head_seq FROM projections WHERE stream_id = ?), 0)"
+# A head an append_many must find unchanged (a stream with no events has head 0),
+# failing the transaction otherwise. A pipeline's events go in after all its checks,
+# so a batch where such a check follows an append to its stream is not pipelined
+# (pipeline_steps): the check could not see that append.
+CHECKED_UNCHANGED = (
+    "SELECT 1 / (CASE WHEN (SELECT coalesce(max(seq), 0) FROM events WHERE stream_id = ?)"
     " = ? THEN 1 ELSE 0 END)"
 )
 SELECT_INDEX = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
 SELECT_PROJECTION_HEAD = "SELECT head_seq, kind FROM projections WHERE stream_id = ?"
+# The statement path's head check: the events' head, the projection row's kind and
+# head (no row: NULLs), params: the stream id twice.
+SELECT_HEAD_AND_KIND = (
+    "SELECT (SELECT coalesce(max(seq), 0) FROM events WHERE stream_id = ?), kind, head_seq"
+    " FROM (SELECT 1) AS one LEFT JOIN projections ON stream_id = ?"
+)
 SELECT_EVENTS_HEAD = "SELECT MAX(seq) FROM events WHERE stream_id = ?"
 
 # -- reads --------------------------------------------------------------------------------
@@ -138,6 +160,22 @@ PROJECTION = (
     "SELECT stream_id, kind, head_seq, schema_version, state, checksum "
     "FROM projections WHERE stream_id = ?"
 )
+
+
+@functools.cache
+def tails(kinds: int) -> str:
+    """The events after their projection's ``head_seq`` of every stream of ``kinds``
+    kinds (params: the kinds), by stream and seq: what a listing folds onto the
+    projections it lists (a projection may lag its stream)."""
+    marks = ", ".join(["?"] * kinds)
+    return (
+        "SELECT e.stream_id, e.seq, e.type, e.schema_version, e.payload, e.recorded_at,"
+        " e.checksum FROM projections p JOIN events e"
+        " ON e.stream_id = p.stream_id AND e.seq > p.head_seq"
+        f" WHERE p.kind IN ({marks}) ORDER BY e.stream_id, e.seq"
+    )
+
+
 CREATED = "SELECT created_at, created_check FROM projections WHERE stream_id = ?"
 LOOKUP = "SELECT stream_id, entity_kind, checksum FROM entity_index WHERE entity_id = ?"
 # The same questions asked of the tables past their indexes: what a miss is checked

@@ -41,12 +41,14 @@ from turnkeeper.errors import (
 )
 from turnkeeper.store._connections import PooledConnection
 from turnkeeper.store._dialect import DBAPICursor, Dialect, SqlParams
-from turnkeeper.store._head_checks import check_heads, conflict, pipeline_steps
+from turnkeeper.store._head_checks import check_heads, collided, conflict, pipeline_steps
+from turnkeeper.store._reads import as_int
 from turnkeeper.store._rows import EventColumns, index_from_row
 from turnkeeper.store._statements import (
     CHECKED_HEAD,
     CHECKED_INSERT_INDEX,
     CHECKED_INSERT_PROJECTION,
+    CHECKED_UNCHANGED,
     CHECKED_UPDATE_PROJECTION,
     COMMIT,
     INSERT_EVENT,
@@ -60,6 +62,7 @@ from turnkeeper.store._statements import (
     SAVEPOINT_APPEND,
     SAVEPOINT_GROUP,
     SELECT_EVENTS_HEAD,
+    SELECT_HEAD_AND_KIND,
     SELECT_INDEX,
     SELECT_PROJECTION_HEAD,
     UPDATE_PROJECTION,
@@ -74,8 +77,9 @@ class StreamWrite:
     kind: str
     expected_seq: int
     new_head: int
-    # (schema_version, state, checksum, created_at, created_check)
-    projection: tuple[int, str, str, int, str]
+    # (schema_version, state, checksum, created_at, created_check); None: the append
+    # leaves the projection row as it is (folded to an earlier seq)
+    projection: tuple[int, str, str, int, str] | None
     events: list[EventColumns]  # rows for INSERT_EVENT
     index: list[tuple[str, str, str, str]]  # rows for INSERT_INDEX
 
@@ -122,10 +126,12 @@ class GroupCommitWriter:
                 "select_index": SELECT_INDEX,
                 "proj_head": SELECT_PROJECTION_HEAD,
                 "events_head": SELECT_EVENTS_HEAD,
+                "head_and_kind": SELECT_HEAD_AND_KIND,
+                "checked_head": CHECKED_HEAD,
                 "checked_update": CHECKED_UPDATE_PROJECTION,
                 "checked_insert": CHECKED_INSERT_PROJECTION,
                 "checked_index": CHECKED_INSERT_INDEX,
-                "checked_head": CHECKED_HEAD,
+                "checked_unchanged": CHECKED_UNCHANGED,
             }.items()
         }
         self._lock = threading.Lock()
@@ -262,7 +268,8 @@ class GroupCommitWriter:
 
     def _pipelined(self, batch: list[AppendRequest], durable: bool) -> bool:
         """The batch in one round trip (see the module's doc). True: committed. False:
-        a statement failed and the transaction was rolled back; the batch is then run
+        a statement failed and the transaction was rolled back, or the batch could not
+        be checked in one pipeline and nothing was sent; the batch is then run
         statement by statement.
 
         A connection the server ended while idle (a restart) fails before anything of
@@ -278,6 +285,8 @@ class GroupCommitWriter:
                 self._durable = durable
             if steps is None:
                 steps = pipeline_steps(batch, self._sql)
+                if steps is None:
+                    return False  # nothing sent: the statement path runs the batch
             try:
                 # From here a lost connection may have lost COMMIT's answer, not it.
                 self._commit_sent = True
@@ -407,10 +416,21 @@ class GroupCommitWriter:
             cur.execute(RELEASE_APPEND)
 
     def _write_projection(self, part: StreamWrite) -> TurnkeeperError | None:
-        """The head check and projection write in one statement; on failure nothing is written."""
+        """The head check and the projection write (when the part carries one); on
+        failure nothing is written.
+
+        A new stream's check is its projection row's insert (``ON CONFLICT DO
+        NOTHING``: its rowcount). Any other append checks the stream's events head and
+        the row's kind first: the writer holds the write lock on SQLite, so nothing
+        moves between the check and the write; on PostgreSQL (this path is the
+        pipeline's fallback) a writer that commits in between makes this batch's event
+        insert collide on the events' key, and the batch is redone, this check then
+        seeing its events. ``pending``: the heads this batch wrote so far, which the
+        events table does not show yet (the fast path inserts every event last)."""
         cur = self._cur
-        sv, state, checksum, created_at, created_check = part.projection
         if part.expected_seq == 0:
+            assert part.projection is not None  # prepare_write refuses a new stream without
+            sv, state, checksum, created_at, created_check = part.projection
             cur.execute(
                 self._sql["insert"],
                 (
@@ -424,11 +444,26 @@ class GroupCommitWriter:
                     created_check,
                 ),
             )
-        else:
-            cur.execute(
-                self._sql["update"],
-                (part.new_head, sv, state, checksum, part.stream_id, part.expected_seq, part.kind),
-            )
+            return None if cur.rowcount == 1 else conflict(cur, self._sql, self._pending, part)
+        cur.execute(self._sql["head_and_kind"], (part.stream_id, part.stream_id))
+        found = cur.fetchone()
+        head = self._pending.get(part.stream_id)
+        if head is None:
+            head = as_int(found[0]) if found is not None and found[0] is not None else 0
+        if (
+            found is None
+            or found[1] != part.kind
+            or head != part.expected_seq
+            or found[2] is None
+            or as_int(found[2]) > head  # the row leads its events: damage
+        ):
+            return conflict(cur, self._sql, self._pending, part)
+        if part.projection is None:
+            return None
+        sv, state, checksum, _, _ = part.projection
+        cur.execute(
+            self._sql["update"], (part.new_head, sv, state, checksum, part.stream_id, part.kind)
+        )
         return None if cur.rowcount == 1 else conflict(cur, self._sql, self._pending, part)
 
     def _apply(self, part: StreamWrite) -> None:
@@ -441,16 +476,13 @@ class GroupCommitWriter:
         except Exception as exc:
             if not self._dialect.is_integrity_error(exc):
                 raise
-            # The projection said head == expected but the events run further:
-            # the projection is stale (only corruption does that). Refuse to fork.
-            raise _RequestFailedError(
-                FailedPrecondition(
-                    f"stream {part.stream_id!r}: projection head {part.expected_seq} is behind "
-                    "its events; run repair",
-                    reason="projection_stale",
-                    details={"stream_id": part.stream_id, "seq": part.expected_seq + 1},
-                )
-            ) from exc
+            # The head check passed, yet the events' key holds this seq: another writer
+            # committed it since (PostgreSQL: between the check and this insert; its
+            # events are visible now), or the events' index hid them from the check.
+            # Asked after the request's savepoint is rolled back: PostgreSQL runs
+            # nothing more in a transaction a failed statement aborted.
+            cur.execute(ROLLBACK_TO_APPEND)
+            raise _RequestFailedError(collided(cur, self._sql, part)) from exc
         if part.index:
             self._insert("index", part.index)
             if cur.rowcount != len(part.index):

@@ -39,6 +39,8 @@ class EventStore(ABC):
       durable (fsync'd; concurrent appends may share one commit, group commit); the
       in-memory one keeps them as long as its database object lives.
     * Sequence numbers of a stream are 1, 2, 3, ... with no gaps.
+    * A projection row's ``head_seq`` is at most the stream's head, and its state is
+      the fold of the events up to ``head_seq`` (an append may leave it behind).
     * ``append`` with ``expected_seq`` other than the current head raises
       :class:`turnkeeper.errors.StreamConflict` and writes nothing.
     * ``append_many`` is atomic across its streams: every part is written at once,
@@ -59,13 +61,19 @@ class EventStore(ABC):
         kind: str,
         expected_seq: int,
         events: Sequence[NewEvent],
-        projection_state: str,
+        projection_state: str | None,
         projection_schema_version: int,
         index: Sequence[IndexEntry] = (),
         *,
         durable: bool = True,
     ) -> int:
         """Append ``events`` after ``expected_seq`` (0 for a new stream); return the new head.
+
+        ``expected_seq`` is checked against the stream's events, not its projection row.
+        ``projection_state`` is the state folded to the new head, written as the
+        stream's projection; None leaves the projection row as it is, folded to an
+        earlier seq (readers fold the events after it). A new stream needs one
+        (``InvalidArgument``).
 
         ``durable=False`` may return before the commit reaches the disk (it still
         survives a crash of this process, not of the machine). It is for records

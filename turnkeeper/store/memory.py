@@ -63,7 +63,7 @@ class MemoryEventStore(EventStore):
         kind: str,
         expected_seq: int,
         events: Sequence[NewEvent],
-        projection_state: str,
+        projection_state: str | None,
         projection_schema_version: int,
         index: Sequence[IndexEntry] = (),
         *,

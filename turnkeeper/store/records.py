@@ -46,7 +46,16 @@ class EventRecord(BaseModel):
 
 
 class Projection(BaseModel):
-    """The folded state of one stream as of ``head_seq``, as JSON text."""
+    """The folded state of one stream as of ``head_seq``, as JSON text.
+
+    ``head_seq`` is the seq the state is folded to, which may be below the stream's
+    head: a writer may append without rewriting the projection (a large state is
+    snapshotted every so many events, not on every append). A listing
+    (``list_projections``, ``list_projections_of``) hands each projection over with
+    ``tail``: the stream's events after ``head_seq``, checksums verified, so that its
+    state is the fold of ``state`` and ``tail`` (runtime/log/codec.py, ``state_of``).
+    ``read_projection`` leaves ``tail`` empty: its caller reads the stream after
+    ``head_seq`` itself (``read_stream``)."""
 
     model_config = _RECORD
 
@@ -56,6 +65,12 @@ class Projection(BaseModel):
     schema_version: int
     state: str
     checksum: str
+    tail: tuple[EventRecord, ...] = ()
+
+    @property
+    def stream_head(self) -> int:
+        """The stream's head as listed: ``head_seq`` plus the tail's events."""
+        return self.head_seq + len(self.tail)
 
 
 class IndexEntry(BaseModel):
@@ -76,7 +91,9 @@ class StreamAppend(BaseModel):
     kind: str
     expected_seq: int
     events: tuple[NewEvent, ...]
-    projection_state: str
+    # None: the projection row is left as it is, folded to an earlier seq (a new stream
+    # needs one: ``InvalidArgument``).
+    projection_state: str | None
     projection_schema_version: int
     index: tuple[IndexEntry, ...] = ()
 
@@ -98,7 +115,8 @@ class MismatchKind(StrEnum):
     SOURCE_WRITE = "source_write"  # an event failed its checksum or does not decode
     PROJECTION = "projection"  # the projection differs from the fold of its events
     MIGRATION = "migration"  # a record's schema version is not one this code reads
-    FRESHNESS = "freshness"  # the projection lags (or leads) the stream head
+    # The projection leads the stream head (it may lag: a reader folds the tail).
+    FRESHNESS = "freshness"
     INDEX = "index"  # the entity index differs from the one the events imply
     # A workspace snapshot names a turn or sequence the log lacks: acknowledged
     # writes were lost (found by the runtime, runtime/services/workspace_claims.py).

@@ -122,7 +122,7 @@ class SqlEventStore(EventStore):
         kind: str,
         expected_seq: int,
         events: Sequence[NewEvent],
-        projection_state: str,
+        projection_state: str | None,
         projection_schema_version: int,
         index: Sequence[IndexEntry] = (),
         *,

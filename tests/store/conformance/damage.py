@@ -17,7 +17,7 @@ import pytest
 from tests.store._damage import Damage
 from tests.store.conftest import Backend, not_for_memory
 from tests.store.toy import KIND, CounterFolder, IndexingCounterFolder, add, events_of, state_of
-from turnkeeper.errors import DataLoss, FailedPrecondition, TurnkeeperError
+from turnkeeper.errors import DataLoss, FailedPrecondition, StreamConflict, TurnkeeperError
 from turnkeeper.store import EventStore, IndexEntry, MismatchKind, NewEvent
 
 ENTRY = IndexEntry(entity_id="todo-alpha", entity_kind="todo")
@@ -130,35 +130,54 @@ def test_a_deleted_event_is_a_gap(
     assert [(m.kind, m.seq) for m in report.mismatches] == [(MismatchKind.SOURCE_WRITE, 2)]
 
 
-def test_a_stale_projection_is_refused_and_repaired(
+def test_a_projection_behind_its_events_is_a_lag_not_damage(
     store: EventStore, backend: Backend, folder: CounterFolder
 ) -> None:
     add(store, "s1", [1, 2])
     old = store.read_projection("s1")
     assert old is not None
     add(store, "s1", [3])
-    add(store, "s2", [4])
-    # Put back the row as it was at head 2: valid checksum, behind its events.
+    # Put back the row as it was at head 2: valid checksum, folded to an earlier seq,
+    # as an append that leaves the projection behind would (projection_state=None).
     Damage(backend).put_projection("s1", old.head_seq, old.state, old.checksum)
-    assert store.read_projection("s1") == old  # a valid row, just behind
-    with pytest.raises(FailedPrecondition) as err:
-        store.append("s1", KIND, 3, events_of([9]), state_of([1, 2, 3, 9]), 1)
-    assert err.value.reason == "projection_stale"
-    with pytest.raises(FailedPrecondition):  # appending at the projection's head would fork
-        store.append("s1", KIND, 2, events_of([9]), state_of([1, 2, 9]), 1)
+    assert store.read_projection("s1") == old
     assert store.head("s1") == 3
+    with pytest.raises(StreamConflict):  # the head is the events', not the row's
+        store.append("s1", KIND, 2, events_of([9]), state_of([1, 2, 9]), 1)
+    assert store.verify(folder).ok
+    assert [p.stream_head for p in store.list_projections(KIND)] == [3]
+    assert store.append("s1", KIND, 3, events_of([4]), None, 1) == 4
+    assert store.verify(folder).ok
+    assert add(store, "s1", [5]) == 5
+    proj = store.read_projection("s1")
+    assert proj is not None
+    assert (proj.head_seq, proj.state) == (5, state_of([1, 2, 3, 4, 5]))
+
+
+def test_a_projection_ahead_of_its_events_is_refused_and_repaired(
+    store: EventStore, backend: Backend, folder: CounterFolder
+) -> None:
+    add(store, "s1", [1, 2, 3])
+    add(store, "s2", [4])
+    Damage(backend).delete_event("s1", 3)  # the row now leads its events
+    with pytest.raises(FailedPrecondition) as err:  # appending would fork the stream
+        store.append("s1", KIND, 2, events_of([9]), state_of([1, 2, 9]), 1)
+    assert err.value.reason == "projection_stale"
+    with pytest.raises(FailedPrecondition):
+        store.append("s1", KIND, 2, events_of([9]), None, 1)
+    assert store.head("s1") == 2
 
     report = store.verify(folder)
     assert [(m.stream_id, m.kind, m.seq) for m in report.mismatches] == [
-        ("s1", MismatchKind.FRESHNESS, 2)
+        ("s1", MismatchKind.FRESHNESS, 3)
     ]
     result = store.repair(folder)
     assert result.repaired == ["s1"]
     assert result.after.ok
     proj = store.read_projection("s1")
     assert proj is not None
-    assert (proj.head_seq, proj.state) == (3, state_of([1, 2, 3]))
-    assert add(store, "s1", [4]) == 4
+    assert (proj.head_seq, proj.state) == (2, state_of([1, 2]))
+    assert add(store, "s1", [4]) == 3
 
 
 def test_wrong_projection_state_is_repaired(store: EventStore, folder: CounterFolder) -> None:

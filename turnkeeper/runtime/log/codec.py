@@ -19,7 +19,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from turnkeeper.errors import DataLoss, FailedPrecondition, NotFound
 from turnkeeper.json_types import json_object
 from turnkeeper.kernel.upcast import legacy_projection, needs_upcast, upcast_payload
-from turnkeeper.store.records import EventRecord, IndexEntry, NewEvent
+from turnkeeper.store.records import EventRecord, IndexEntry, NewEvent, Projection
 
 StateT = TypeVar("StateT", bound=BaseModel)
 EventT = TypeVar("EventT", bound=BaseModel)
@@ -79,6 +79,10 @@ class StreamCodec(Generic[StateT, EventT]):
     evolve_event: Callable[[StateT | None, EventT], StateT]
     # Bumped whenever the state model changes shape; an older projection is rebuilt.
     projection_schema_version: int = 1
+    # None: every append rewrites the stream's projection. A number k: a large state
+    # (runtime/log/streams.py, projection_for) is rewritten once the events since it
+    # number its length / k, and readers fold the events after it (``state_of``).
+    lag_bytes_per_event: int | None = None
 
     # Both encoders call the model's serializer as ``model_dump(mode="json")`` and
     # ``model_dump_json()`` do, with the same (default) options: those wrappers pass
@@ -130,8 +134,22 @@ class StreamCodec(Generic[StateT, EventT]):
                 raise
             return decode_state(self.state_type, stream_id, legacy)
 
+    def state_of(self, projection: Projection) -> StateT:
+        """A listed projection's state with its tail folded in (``Projection.tail``:
+        the events after its ``head_seq``, which a lagging projection has)."""
+        return state_of(self, projection)
+
     def fold_records(self, records: Sequence[EventRecord]) -> StateT:
         return self.fold_events(self.decode_event(r) for r in records)
+
+
+def state_of(codec: StreamCodec[StateT, EventT], projection: Projection) -> StateT:
+    """``projection``'s state, then each event of its tail evolved onto it: the one way
+    every reader of listed projections reads a state that may lag its stream."""
+    state = codec.decode_state(projection.stream_id, projection.state)
+    for record in projection.tail:
+        state = codec.evolve_event(state, codec.decode_event(record))
+    return state
 
 
 class FoldsKind(Protocol):

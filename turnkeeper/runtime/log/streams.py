@@ -89,15 +89,39 @@ class Appended(Generic[StateT, EventT]):
     head_seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Where a stream's projection row stands: the seq its state is folded to, and how
+    long that state's text was. What a write needs to choose whether to rewrite the
+    projection (:func:`projection_for`)."""
+
+    seq: int
+    chars: int
+
+
+# A stream with no projection row yet: its first append writes one.
+_NO_SNAPSHOT = Snapshot(0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    head: int
+    state: object
+    snapshot: Snapshot
+
+
 class _StateCache:
-    """Decoded stream states, each with the head seq it holds, most recent last.
+    """Decoded stream states, each with the head seq it holds and where the stream's
+    projection row stood then, most recent last.
 
     A stream is append-only, so ``(stream, head)`` names one state forever: a cached
     state is served only after the store confirmed, by one cheap query, that the
     stream's head is still the one cached — another thread, process or machine that
     appended since is seen, and the stream read again. States are frozen models, so
     threads may share them. This spares the turn path decoding the same session and
-    goal projections a dozen times a turn.
+    goal projections a dozen times a turn. The projection row's place (a
+    :class:`Snapshot`) is true of the cached head: a writer that appended since moved
+    the head, and the next load reads both again.
 
     A stream that does not exist is cached too, as :data:`_ABSENT` at head 0: a
     missing projection costs a guarded read of three queries (the store proves the
@@ -110,20 +134,20 @@ class _StateCache:
         self._capacity = capacity
         # Every kind's states in one table: a reader checks a state is its codec's
         # state type (``_cached``), so the cache itself need not know any.
-        self._entries: OrderedDict[tuple[str, str], tuple[int, object]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, kind: str, stream_id: str) -> tuple[int, object] | None:
+    def get(self, kind: str, stream_id: str) -> _Entry | None:
         with self._lock:
             return self._entries.get((kind, stream_id))
 
-    def put(self, kind: str, stream_id: str, head: int, state: object) -> None:
+    def put(self, kind: str, stream_id: str, head: int, state: object, snapshot: Snapshot) -> None:
         with self._lock:
             key = (kind, stream_id)
             known = self._entries.get(key)
-            if known is not None and known[0] > head:
+            if known is not None and known.head > head:
                 return  # a slower thread must not replace a newer state with an older one
-            self._entries[key] = (head, state)
+            self._entries[key] = _Entry(head, state, snapshot)
             self._entries.move_to_end(key)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
@@ -159,20 +183,29 @@ def _cache_of(store: EventStore) -> _StateCache:
         return cache
 
 
-def _cached(
+def _cached_entry(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
-) -> tuple[StateT | None, int] | None:
-    """The stream's cached state (None: it had no events) and the head it holds, if
-    any. The cache keeps every kind's states under their kind, so one found under
-    ``codec.kind`` is always a ``codec.state_type``: the check only says so to the
-    type checker."""
+) -> tuple[StateT | None, int, Snapshot] | None:
+    """The stream's cached state (None: it had no events), the head it holds and its
+    projection row's place then, if any. The cache keeps every kind's states under
+    their kind, so one found under ``codec.kind`` is always a ``codec.state_type``:
+    the check only says so to the type checker."""
     cached = _cache_of(store).get(codec.kind, stream_id)
     if cached is None:
         return None
-    head, state = cached
-    if state is _ABSENT:
-        return None, head
-    return (state, head) if isinstance(state, codec.state_type) else None
+    if cached.state is _ABSENT:
+        return None, cached.head, cached.snapshot
+    if isinstance(cached.state, codec.state_type):
+        return cached.state, cached.head, cached.snapshot
+    return None
+
+
+def _cached(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
+) -> tuple[StateT | None, int] | None:
+    """The stream's cached state (None: it had no events) and the head it holds, if any."""
+    cached = _cached_entry(store, codec, stream_id)
+    return None if cached is None else (cached[0], cached[1])
 
 
 class _HeadsLooked(threading.local):
@@ -217,13 +250,20 @@ def load_stream(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
 ) -> tuple[StateT | None, int]:
     """The stream's state and head: its projection plus any tail not yet folded in."""
-    cache = _cache_of(store)
-    cached = _cached(store, codec, stream_id)
+    state, head, _ = _loaded(store, codec, stream_id)
+    return state, head
+
+
+def _loaded(
+    store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
+) -> tuple[StateT | None, int, Snapshot]:
+    """:func:`load_stream`, with where the stream's projection row stands."""
+    cached = _cached_entry(store, codec, stream_id)
     if cached is not None and _head(store, stream_id) == cached[1]:
         return cached
-    state, head = _read_stream_state(store, codec, stream_id)
-    cache.put(codec.kind, stream_id, head, _ABSENT if state is None else state)
-    return state, head
+    state, head, snapshot = _read_stream_state(store, codec, stream_id)
+    _cache_of(store).put(codec.kind, stream_id, head, _ABSENT if state is None else state, snapshot)
+    return state, head, snapshot
 
 
 def peek_stream(
@@ -240,8 +280,10 @@ def peek_stream(
 
 def _state_for_write(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str, optimistic: bool
-) -> tuple[StateT | None, int, bool]:
-    """The state to decide a write on, its head, and whether the head was confirmed.
+) -> tuple[StateT | None, int, bool, Snapshot]:
+    """The state to decide a write on, its head, whether the head was confirmed, and
+    where the stream's projection row stands (what the write's snapshot policy needs:
+    a cache entry carries it; without one the stream is loaded, which reads it).
 
     A write need not confirm the cached head first: it appends with ``expected_seq``
     = that head, so a stale cache ends in :class:`StreamConflict` and nothing written.
@@ -249,11 +291,11 @@ def _state_for_write(
     is confirmed by :func:`_unconfirmed_and_moved` before it is returned.
     """
     if optimistic:
-        cached = _cached(store, codec, stream_id)
+        cached = _cached_entry(store, codec, stream_id)
         if cached is not None:
-            return cached[0], cached[1], False
-    state, head = load_stream(store, codec, stream_id)
-    return state, head, True
+            return cached[0], cached[1], False, cached[2]
+    state, head, snapshot = _loaded(store, codec, stream_id)
+    return state, head, True, snapshot
 
 
 def _unconfirmed_and_moved(store: EventStore, stream_id: str, head: int, confirmed: bool) -> bool:
@@ -267,17 +309,48 @@ def _any_moved(store: EventStore, checks: Sequence[HeadCheck]) -> bool:
 
 def _read_stream_state(
     store: EventStore, codec: StreamCodec[StateT, EventT], stream_id: str
-) -> tuple[StateT | None, int]:
+) -> tuple[StateT | None, int, Snapshot]:
     projection = store.read_projection(stream_id)
     if projection is None:
-        return None, 0
+        return None, 0, _NO_SNAPSHOT
     state: StateT | None = codec.decode_state(stream_id, projection.state)
-    # A projection is written in the same transaction as its events, so a tail
-    # here means a projection repaired from an older fold; fold it in.
+    # The projection may be folded to an earlier seq than the stream's head (a large
+    # state is snapshotted every so many appends: projection_for); fold the tail in.
     tail = store.read_stream(stream_id, after_seq=projection.head_seq)
     for record in tail:
         state = codec.evolve_event(state, codec.decode_event(record))
-    return state, projection.head_seq + len(tail)
+    return (
+        state,
+        projection.head_seq + len(tail),
+        Snapshot(projection.head_seq, len(projection.state)),
+    )
+
+
+# A state whose text was shorter than this is written with every append: small
+# projections never lag, so a listing of many small goals folds no tails.
+SNAPSHOT_ALWAYS_BELOW_CHARS = 64 * 1024
+
+
+def projection_for(
+    codec: StreamCodec[StateT, EventT], after: StateT, new_head: int, snapshot: Snapshot
+) -> tuple[str | None, Snapshot]:
+    """The projection text to write with an append that leaves ``after`` at
+    ``new_head`` (None: leave the row where it stands), and where the row stands then.
+
+    A kind whose codec lags (``lag_bytes_per_event``) rewrites a large state only once
+    the events since its snapshot number its length over that: encoding and writing a
+    state of n bytes every n/k appends costs each append a constant share, and a reader
+    folds at most n/k events onto it. Every other kind writes its state every append."""
+    lag = codec.lag_bytes_per_event
+    if (
+        lag is None
+        or snapshot.seq == 0
+        or snapshot.chars < SNAPSHOT_ALWAYS_BELOW_CHARS
+        or new_head - snapshot.seq >= snapshot.chars // lag
+    ):
+        text = codec.encode_state(after)
+        return text, Snapshot(new_head, len(text))
+    return None, snapshot
 
 
 def decide_and_append(
@@ -310,7 +383,7 @@ def _decide_and_append(
     durable: bool,
 ) -> Appended[StateT, EventT]:
     for attempt in range(MAX_CONFLICT_RETRIES):
-        state, head, confirmed = _state_for_write(store, codec, stream_id, attempt == 0)
+        state, head, confirmed, snapshot = _state_for_write(store, codec, stream_id, attempt == 0)
         try:
             events = list(decide(state))
         except TurnkeeperError:
@@ -325,37 +398,25 @@ def _decide_and_append(
         for event in events:
             after = codec.evolve_event(after, event)
         assert after is not None  # an event always yields a state
+        text, written = projection_for(codec, after, head + len(events), snapshot)
         try:
-            new_head = _append(store, codec, stream_id, head, events, after, index, durable)
+            new_head = store.append(
+                stream_id,
+                codec.kind,
+                expected_seq=head,
+                events=[codec.encode_event(e) for e in events],
+                projection_state=text,
+                projection_schema_version=codec.projection_schema_version,
+                index=index(events),
+                durable=durable,
+            )
         except StreamConflict:
             continue  # another writer appended first: decide again on the new state
-        _cache_of(store).put(codec.kind, stream_id, new_head, after)
+        _cache_of(store).put(codec.kind, stream_id, new_head, after, written)
         return Appended(events=events, state=after, head_seq=new_head)
     raise Aborted(
         f"{stream_id}: gave up after {MAX_CONFLICT_RETRIES} conflicting writers",
         reason="contention",
-    )
-
-
-def _append(
-    store: EventStore,
-    codec: StreamCodec[StateT, EventT],
-    stream_id: str,
-    head: int,
-    events: list[EventT],
-    after: StateT,
-    index: Callable[[Sequence[EventT]], Sequence[IndexEntry]],
-    durable: bool,
-) -> int:
-    return store.append(
-        stream_id,
-        codec.kind,
-        expected_seq=head,
-        events=[codec.encode_event(e) for e in events],
-        projection_state=codec.encode_state(after),
-        projection_schema_version=codec.projection_schema_version,
-        index=index(events),
-        durable=durable,
     )
 
 
@@ -369,6 +430,7 @@ class PlannedAppend:
     part: StreamAppend | None
     state: BaseModel | None
     head_seq: int
+    snapshot: Snapshot  # where the stream's projection row stands once it commits
     check: HeadCheck | None = None
 
 
@@ -407,7 +469,7 @@ class StreamPlan(Generic[StateT, EventT]):
 
     def decide_on(self, store: EventStore, optimistic: bool) -> PlannedAppend | None:
         codec, stream_id = self.codec, self.stream_id
-        state, head, confirmed = _state_for_write(store, codec, stream_id, optimistic)
+        state, head, confirmed, snapshot = _state_for_write(store, codec, stream_id, optimistic)
         try:
             decided = self.decide(state)
         except TurnkeeperError:
@@ -417,7 +479,9 @@ class StreamPlan(Generic[StateT, EventT]):
         events = list(decided.events if isinstance(decided, Folded) else decided)
         if not events:
             check = None if confirmed else HeadCheck(stream_id=stream_id, head_seq=head)
-            return PlannedAppend(part=None, state=state, head_seq=head, check=check)
+            return PlannedAppend(
+                part=None, state=state, head_seq=head, snapshot=snapshot, check=check
+            )
         after: StateT | None
         if isinstance(decided, Folded):
             after = decided.after
@@ -426,16 +490,18 @@ class StreamPlan(Generic[StateT, EventT]):
             for event in events:
                 after = codec.evolve_event(after, event)
         assert after is not None  # an event always yields a state
+        new_head = head + len(events)
+        text, written = projection_for(codec, after, new_head, snapshot)
         part = StreamAppend(
             stream_id=stream_id,
             kind=codec.kind,
             expected_seq=head,
             events=tuple(codec.encode_event(e) for e in events),
-            projection_state=codec.encode_state(after),
+            projection_state=text,
             projection_schema_version=codec.projection_schema_version,
             index=tuple(self.index(events)),
         )
-        return PlannedAppend(part=part, state=after, head_seq=head + len(events))
+        return PlannedAppend(part=part, state=after, head_seq=new_head, snapshot=written)
 
 
 def decide_and_append_many(
@@ -474,7 +540,13 @@ def _decide_and_append_many(
             cache = _cache_of(store)
             for done in planned:
                 if done.part is not None and done.state is not None:
-                    cache.put(done.part.kind, done.part.stream_id, done.head_seq, done.state)
+                    cache.put(
+                        done.part.kind,
+                        done.part.stream_id,
+                        done.head_seq,
+                        done.state,
+                        done.snapshot,
+                    )
             return
     raise Aborted(
         f"{[p.stream_id for p in plans]}: gave up after {MAX_CONFLICT_RETRIES} conflicts",

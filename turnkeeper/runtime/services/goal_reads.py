@@ -17,11 +17,26 @@ from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import Projection
 
 GOAL_KIND = "goal"
+# How many bytes of a large goal's state one append may leave unwritten (the goal
+# codec's ``lag_bytes_per_event``, runtime/log/streams.py ``projection_for``).
+GOAL_LAG_BYTES_PER_EVENT = 4096
 
 
 def goal_states(projections: Iterable[Projection]) -> list[GoalState]:
-    """The states of goal projections (``DATA_LOSS`` for one that does not decode)."""
-    return [decode_state(GoalState, p.stream_id, p.state) for p in projections]
+    """The states of goal projections, each with its tail folded in (a large goal's
+    projection lags its stream); ``DATA_LOSS`` for one that does not decode."""
+    return [goal_state(p) for p in projections]
+
+
+def goal_state(projection: Projection) -> GoalState:
+    """One listed goal projection's state. A projection without a tail is decoded
+    alone; one with a tail is folded by the goal codec, imported then: only a large
+    goal has a tail, and the codec imports the goal kernel's events."""
+    if not projection.tail:
+        return decode_state(GoalState, projection.stream_id, projection.state)
+    from turnkeeper.runtime.services.goals import GOAL_CODEC
+
+    return GOAL_CODEC.state_of(projection)
 
 
 def audit_of(store: EventStore, state: GoalState) -> TerminalAudit:

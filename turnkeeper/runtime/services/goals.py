@@ -28,7 +28,7 @@ from turnkeeper.kernel.proposals import CreateGoal
 from turnkeeper.runtime.log.codec import StreamCodec
 from turnkeeper.runtime.log.ids import pick_id
 from turnkeeper.runtime.log.streams import decide_and_append, load_stream
-from turnkeeper.runtime.services.goal_reads import GOAL_KIND, goal_states
+from turnkeeper.runtime.services.goal_reads import GOAL_KIND, GOAL_LAG_BYTES_PER_EVENT, goal_states
 from turnkeeper.store.base import EventStore
 from turnkeeper.store.records import EventRecord, IndexEntry, Projection
 
@@ -39,6 +39,9 @@ GOAL_CODEC: StreamCodec[GoalState, GoalEvent] = StreamCodec(
     supported_versions=EVENT_SCHEMA_VERSIONS,
     fold_events=fold_goal,
     evolve_event=evolve_goal,
+    # A goal grows to thousands of todos and evidence records (megabytes of state):
+    # its projection is rewritten every so many appends, not on every one.
+    lag_bytes_per_event=GOAL_LAG_BYTES_PER_EVENT,
 )
 
 # Which events introduce an entity that commands may name on its own (todo ids, ...).

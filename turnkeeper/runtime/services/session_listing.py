@@ -83,17 +83,20 @@ def summaries(projections: Iterable[Projection]) -> list[SessionSummary]:
     goals and sessions in one read: ``EventStore.list_projections_of``)."""
     return [
         summarize(p.stream_id, p.state)
-        if p.schema_version == SESSION_PROJECTION_VERSION
-        else _decoded(p.stream_id, p.state)
+        if p.schema_version == SESSION_PROJECTION_VERSION and not p.tail
+        else _decoded(p)
         for p in projections
     ]
 
 
-def _decoded(stream_id: str, text: str) -> SessionSummary:
-    """A row written in another shape, through the state model (its defaults filled)."""
+def _decoded(projection: Projection) -> SessionSummary:
+    """A row written in another shape, or one its stream has run past (a tail: no
+    session projection lags today, but a listing hands one over as any other),
+    through the state model (its defaults filled, its tail folded in)."""
     from turnkeeper.runtime.services.sessions import SESSION_CODEC
 
-    return summarize(stream_id, SESSION_CODEC.decode_state(stream_id, text).model_dump_json())
+    state = SESSION_CODEC.state_of(projection)
+    return summarize(projection.stream_id, state.model_dump_json())
 
 
 def _undecodable(stream_id: str, why: str) -> DataLoss:

@@ -160,7 +160,7 @@ class SessionService:
     def states_of(projections: Iterable[Projection]) -> list[SessionState]:
         """The states of session projections a caller listed itself (the API's status
         lists goals and sessions in one read: ``EventStore.list_projections_of``)."""
-        return [SESSION_CODEC.decode_state(p.stream_id, p.state) for p in projections]
+        return [SESSION_CODEC.state_of(p) for p in projections]
 
     def list(self) -> list[SessionState]:
         return self.states_of(self._store.list_projections(SESSION_KIND))
