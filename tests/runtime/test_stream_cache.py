@@ -36,8 +36,10 @@ from turnkeeper.kernel.session import (
 from turnkeeper.runtime.log.codec import StreamCodec
 from turnkeeper.runtime.log.streams import (
     Folded,
+    Snapshot,
     StreamPlan,
     _cache_of,
+    _Entry,
     _StateCache,
     decide_and_append,
     decide_and_append_many,
@@ -48,6 +50,14 @@ from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, 
 from turnkeeper.store import SqlEventStore, open_store
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# A cache entry planted by hand, with no projection row known: a write decided on it
+# writes the projection (runtime/log/streams.py, projection_for).
+AT_START = Snapshot(0, 0)
+
+
+def held(entry: _Entry | None) -> tuple[int, object] | None:
+    """A cache entry's head and state (None: no entry)."""
+    return None if entry is None else (entry.head, entry.state)
 
 
 def test_an_append_through_one_store_is_seen_by_the_others_cached_load(
@@ -60,7 +70,7 @@ def test_an_append_through_one_store_is_seen_by_the_others_cached_load(
     assert head == 1 and todo_ids(state) == []
     # The reader really holds the head-1 state now; without this the checks below
     # would pass just as well if nothing were ever cached.
-    assert _cache_of(reader).get(GOAL_CODEC.kind, stream) == (1, state)
+    assert held(_cache_of(reader).get(GOAL_CODEC.kind, stream)) == (1, state)
 
     GoalService(writer).submit("g", add_todo("t1"))
     state, head = load_stream(reader, GOAL_CODEC, stream)
@@ -233,13 +243,13 @@ def test_a_state_is_served_only_for_the_head_it_was_cached_at(
 
     # Planted at the stream's real head, the cache is what load_stream serves:
     # proof the cache is consulted at all.
-    cache.put(GOAL_CODEC.kind, stream, 2, impostor)
+    cache.put(GOAL_CODEC.kind, stream, 2, impostor, AT_START)
     assert load_stream(store, GOAL_CODEC, stream) == (impostor, 2)
 
     # Planted at any other head, it is never served: the stream is read again.
     for wrong_head in (1, 3, 99):
         cache._entries.clear()
-        cache.put(GOAL_CODEC.kind, stream, wrong_head, impostor)
+        cache.put(GOAL_CODEC.kind, stream, wrong_head, impostor, AT_START)
         state, got = load_stream(store, GOAL_CODEC, stream)
         assert got == 2 and todo_ids(state) == ["t1"], wrong_head
 
@@ -284,7 +294,7 @@ def test_the_state_cached_after_an_append_equals_the_one_decoded_from_disk(
     for codec, stream in codecs:
         cached = _cache_of(mine).get(codec.kind, stream)
         assert cached is not None
-        assert load_stream(mine, codec, stream) == (cached[1], cached[0])
+        assert load_stream(mine, codec, stream) == (cached.state, cached.head)
         assert load_stream(fresh, codec, stream) == load_stream(mine, codec, stream)
 
 
@@ -321,30 +331,30 @@ def test_a_second_process_appending_is_seen_by_the_next_load(
 def test_the_cache_is_bounded_and_evicts_the_least_recently_stored() -> None:
     cache = _StateCache(capacity=3)
     for n in range(5):
-        cache.put("goal", f"s{n}", 1, f"state {n}")
+        cache.put("goal", f"s{n}", 1, f"state {n}", AT_START)
     assert len(cache._entries) == 3
-    assert [cache.get("goal", f"s{n}") for n in range(5)] == [
+    assert [held(cache.get("goal", f"s{n}")) for n in range(5)] == [
         None,
         None,
         (1, "state 2"),
         (1, "state 3"),
         (1, "state 4"),
     ]
-    cache.put("goal", "s2", 2, "state 2b")  # storing again makes it the newest
-    cache.put("goal", "s5", 1, "state 5")
+    cache.put("goal", "s2", 2, "state 2b", AT_START)  # storing again makes it the newest
+    cache.put("goal", "s5", 1, "state 5", AT_START)
     assert cache.get("goal", "s3") is None
-    assert cache.get("goal", "s2") == (2, "state 2b")
+    assert held(cache.get("goal", "s2")) == (2, "state 2b")
     assert cache.get("session", "s2") is None  # the kind is part of the key
 
 
 def test_a_slower_writer_never_replaces_a_newer_head_with_an_older_one() -> None:
     cache = _StateCache()
-    cache.put("goal", "s", 5, "at five")
-    cache.put("goal", "s", 4, "at four")  # a thread that read head 4 before the append
-    assert cache.get("goal", "s") == (5, "at five")
-    cache.put("goal", "s", 5, "at five again")  # the same head may be refreshed
-    cache.put("goal", "s", 6, "at six")
-    assert cache.get("goal", "s") == (6, "at six")
+    cache.put("goal", "s", 5, "at five", AT_START)
+    cache.put("goal", "s", 4, "at four", AT_START)  # a thread that read head 4 before the append
+    assert held(cache.get("goal", "s")) == (5, "at five")
+    cache.put("goal", "s", 5, "at five again", AT_START)  # the same head may be refreshed
+    cache.put("goal", "s", 6, "at six", AT_START)
+    assert held(cache.get("goal", "s")) == (6, "at six")
 
 
 def test_a_plan_that_folded_its_own_events_is_not_folded_again(
@@ -378,4 +388,4 @@ def test_a_plan_that_folded_its_own_events_is_not_folded_again(
     assert evolved == []
     state, head = load_stream(fresh, SESSION_CODEC, stream)
     assert state is not None and state.lease.owner == "ctl-a"
-    assert _cache_of(mine).get(SESSION_CODEC.kind, stream) == (head, state)
+    assert held(_cache_of(mine).get(SESSION_CODEC.kind, stream)) == (head, state)

@@ -102,7 +102,9 @@ def assert_host_never_rerun(project: CrashProject, snapshots: Iterable[RunSnapsh
 
 
 def assert_store_consistent(project: CrashProject) -> None:
-    """Invariants 4 and 5: checksums, contiguous seqs, every projection equals its fold."""
+    """Invariants 4 and 5: checksums, contiguous seqs, every projection equals the fold
+    of its events up to its head, which is at most the stream's (verify checks the fold:
+    a large goal's projection may lag its stream)."""
     with project.store() as store:
         report = store.verify(kernel_folder())
         assert report.ok, report.mismatches
@@ -113,7 +115,7 @@ def assert_store_consistent(project: CrashProject) -> None:
             assert store.head(stream) == len(seqs)
             projection = store.read_projection(stream)
             assert projection is not None
-            assert projection.head_seq == len(seqs)
+            assert 1 <= projection.head_seq <= len(seqs)
 
 
 def assert_written_back_once(project: CrashProject, turn_id: str, todo_id: str) -> None:
