@@ -158,6 +158,9 @@ class Dialect:
     first_row_key: RowKey = 0
     # Whether the database runs on another clock than this machine's (a server).
     own_clock = False
+    # Whether a listing reads each projection's tail by a LATERAL join (_statements.py,
+    # ``tails``): how PostgreSQL is told to read them by index, one stream at a time.
+    lateral_joins = False
 
     def wakeups(self) -> Wakeups | None:
         """How workers wake each other up across processes (None: they poll)."""

@@ -122,6 +122,7 @@ class PostgresDialect(Dialect):
     first_row_key: RowKey = ""
     own_clock = True
     pipelines = True
+    lateral_joins = True
 
     def __init__(self, url: str, busy_timeout_s: float) -> None:
         super().__init__(url, busy_timeout_s)

@@ -192,7 +192,8 @@ class Reader:
     def tails(self, kinds: Sequence[str]) -> list[AnyRow]:
         """The events after their projection's head of every stream of ``kinds``, by
         stream and seq, in one query."""
-        return self.driver_rows(q.tails(len(kinds)), tuple(kinds), record="event")
+        sql = q.tails(len(kinds), self.dialect.lateral_joins)
+        return self.driver_rows(sql, tuple(kinds), record="event")
 
     def created(self, stream_id: str) -> AnyRow | None:
         """``(created_at, created_check)`` of a stream's projection row."""

@@ -163,14 +163,27 @@ PROJECTION = (
 
 
 @functools.cache
-def tails(kinds: int) -> str:
+def tails(kinds: int, lateral: bool) -> str:
     """The events after their projection's ``head_seq`` of every stream of ``kinds``
     kinds (params: the kinds), by stream and seq: what a listing folds onto the
-    projections it lists (a projection may lag its stream)."""
+    projections it lists (a projection may lag its stream).
+
+    ``lateral`` (PostgreSQL): each projection's events read by its own index range
+    scan. A plain join leaves the planner guessing how many events lie past each
+    projection's head (a third, by default), and it scans every event of the
+    database; ``OFFSET 0`` keeps the subquery from being flattened into that join.
+    SQLite, which has no LATERAL, plans the plain join as the loop."""
     marks = ", ".join(["?"] * kinds)
+    columns = "e.stream_id, e.seq, e.type, e.schema_version, e.payload, e.recorded_at, e.checksum"
+    if lateral:
+        return (
+            f"SELECT {columns} FROM projections p CROSS JOIN LATERAL"
+            " (SELECT * FROM events WHERE events.stream_id = p.stream_id"
+            " AND events.seq > p.head_seq OFFSET 0) e"
+            f" WHERE p.kind IN ({marks}) ORDER BY e.stream_id, e.seq"
+        )
     return (
-        "SELECT e.stream_id, e.seq, e.type, e.schema_version, e.payload, e.recorded_at,"
-        " e.checksum FROM projections p JOIN events e"
+        f"SELECT {columns} FROM projections p JOIN events e"
         " ON e.stream_id = p.stream_id AND e.seq > p.head_seq"
         f" WHERE p.kind IN ({marks}) ORDER BY e.stream_id, e.seq"
     )
