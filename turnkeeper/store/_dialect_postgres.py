@@ -2,10 +2,12 @@
 describes it, an advisory lock around migrations, and the database's clock.
 
 Transactions run at READ COMMITTED. That is enough for the append path because every
-head check is one conditional statement (``UPDATE ... WHERE head_seq = ?`` or ``INSERT
-... ON CONFLICT DO NOTHING``): a second writer at the same head waits for the first to
-commit, re-reads the row and matches nothing, so exactly one of them wins and the other
-gets ``StreamConflict``; the (stream, seq) key of the events is the backstop.
+head check is one statement that compares the stream's events head with the expected
+one (an ``UPDATE`` of the projection row, or a ``SELECT`` when the append leaves the
+row behind) or inserts a new stream's row (``INSERT ... ON CONFLICT DO NOTHING``), and
+the (stream, seq) key of the events decides between two writers that both passed it:
+the second waits for the first to commit, its insert collides, and it gets
+``StreamConflict`` once the batch is run again statement by statement.
 Statements are prepared on first use (``prepare_threshold=0``). An append's whole
 transaction -- BEGIN, its head-checked projection writes, its events and index entries,
 COMMIT -- goes to the server in one pipeline (:meth:`PostgresDialect.pipelined_commit`):

@@ -2,8 +2,10 @@
 
 SQLAlchemy's per-statement cost is a visible fraction of a ~150 us fsync'd
 commit, so appends run on one long-lived DBAPI connection with pre-built SQL
-(_statements.py): per stream, one conditional projection write (its rowcount is
-the head check, no separate SELECT) and one insert per event; then one COMMIT.
+(_statements.py): per stream, its head check (the events' head and the projection
+row's kind, one SELECT; a new stream's: its projection row's insert), its projection
+write when it carries one (a large state's projection may lag its stream), and one
+insert per event; then one COMMIT.
 
 Group commit: callers enqueue a request -- one stream's append, or an
 ``append_many`` group of parts on several streams that commit all or nothing.
