@@ -55,15 +55,15 @@ def big(tmp_path: Path) -> Path:
         # the next eight appends (the three below, and the tests' own) leave the row
         # behind: a snapshot comes every len(state) // GOAL_LAG_BYTES_PER_EVENT appends.
         enough = max(SNAPSHOT_ALWAYS_BELOW_CHARS, 8 * GOAL_LAG_BYTES_PER_EVENT)
-        n = 0
-        while True:
+        for n in range(10 * enough // len(TITLE)):  # bounded: each todo adds its title
             projection = project.store.read_projection(STREAM)
             assert projection is not None
             row, head = _lag(project.store)
             if row == head and len(projection.state) >= enough:
                 break
             project.todos.add(GOAL, TITLE, todo_id=f"t{n}")
-            n += 1
+        else:
+            raise AssertionError("the goal never reached a fresh snapshot of its size")
         for m in range(3):
             project.todos.add(GOAL, TITLE, todo_id=f"lag{m}")
         row, head = _lag(project.store)

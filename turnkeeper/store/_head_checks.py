@@ -86,9 +86,7 @@ def check_heads(
     for stream_id, expected in checks:
         head = pending.get(stream_id)
         if head is None:
-            cur.execute(sql["events_head"], (stream_id,))
-            found = cur.fetchone()
-            head = as_int(found[0]) if found and found[0] is not None else 0
+            head = _events_head(cur, sql, stream_id)
         if head != expected:
             return moved(stream_id, expected, head)
     return None
@@ -132,11 +130,7 @@ def conflict(
             reason="projection_missing",
             details={**details, "seq": head},
         )
-    return StreamConflict(
-        f"stream {part.stream_id!r}: expected head {part.expected_seq}, actual {head}",
-        reason="stream_conflict",
-        details={**details, "actual_seq": head},
-    )
+    return moved(part.stream_id, part.expected_seq, head)
 
 
 def collided(cur: DBAPICursor, sql: Mapping[str, str], part: StreamWrite) -> TurnkeeperError:

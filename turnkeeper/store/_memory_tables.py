@@ -17,7 +17,6 @@ from turnkeeper.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
-    StreamConflict,
     TurnkeeperError,
 )
 from turnkeeper.json_types import JsonDict
@@ -218,11 +217,7 @@ class MemoryDatabase:
                 details={**details, "seq": head},
             )
         if head != expected or (row is not None and expected == 0):
-            raise StreamConflict(
-                f"stream {stream_id!r}: expected head {expected}, actual {head}",
-                reason="stream_conflict",
-                details={**details, "actual_seq": head},
-            )
+            raise moved(stream_id, expected, head)
         for entity_id, _stream, entity_kind, _checksum in part.index:
             owner = claimed.get(entity_id)
             if owner is None and entity_id in self.index_rows:
