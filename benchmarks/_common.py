@@ -318,7 +318,9 @@ class TurnLoop:
         ctl, sid = self.controller, self.session_id
         session = ctl.sessions.load(sid)
         now = ctl.sessions.now()
-        plan = plan_next_turn(session, goal_view(ctl.goals.load(session.goal_id), sid, now), now)
+        plan = plan_next_turn(
+            session, goal_view(ctl.goals.load(session.goal_id), session, now), now
+        )
         if not isinstance(plan, NextTurn):
             raise RuntimeError(f"session {sid} stopped: {plan}")
         result = ctl.driver.run_turn(session, plan)

@@ -161,7 +161,7 @@ class PgTurn:
             session = ctl.sessions.load(sid)
             now = ctl.sessions.now()
             goal = ctl.goals.load(session.goal_id)
-            plan = plan_next_turn(session, goal_view(goal, sid, now), now)
+            plan = plan_next_turn(session, goal_view(goal, session, now), now)
         if not isinstance(plan, NextTurn):
             raise RuntimeError(f"session {sid} stopped: {plan}")
         result = ctl.driver.run_turn(session, plan, goal)

@@ -150,7 +150,7 @@ def bench_cli(cli: str, turns: int, root: Path) -> Result:
                 session = controller.sessions.load(sid)
                 now = controller.sessions.now()
                 plan = plan_next_turn(
-                    session, goal_view(controller.goals.load(GOAL), sid, now), now
+                    session, goal_view(controller.goals.load(GOAL), session, now), now
                 )
                 assert isinstance(plan, NextTurn), plan
                 started = time.perf_counter()

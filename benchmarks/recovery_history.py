@@ -285,7 +285,9 @@ def crash_in_flight(
         ctl.acquire(sid)
         session = ctl.sessions.load(sid)
         now = ctl.sessions.now()
-        plan = plan_next_turn(session, goal_view(ctl.goals.load(session.goal_id), sid, now), now)
+        plan = plan_next_turn(
+            session, goal_view(ctl.goals.load(session.goal_id), session, now), now
+        )
         assert isinstance(plan, NextTurn), plan
         try:
             ctl.driver.run_turn(session, plan)

@@ -33,6 +33,7 @@ from turnkeeper.kernel.model import (
     NoFollowUpReason,
     ObligationStatus,
     TodoStatus,
+    TodoTally,
     VisionStatus,
 )
 from turnkeeper.kernel.proposals import (
@@ -62,6 +63,7 @@ from turnkeeper.kernel.proposals import (
     UnblockTodo,
     UpdateAcceptance,
 )
+from turnkeeper.kernel.replan import detect_triggers, needs_successor
 
 from .support import T0
 
@@ -419,6 +421,28 @@ class GoalMachine(RuleBasedStateMachine):
             assert self.state.version == len(self.events)
             # The state is a projection the store may persist: JSON must be lossless too.
             assert GoalState.model_validate_json(self.state.model_dump_json()) == self.state
+
+    @invariant()
+    def carried_tally_equals_a_fresh_count(self) -> None:
+        # The replan triggers read a tally evolve carries from state to state; a state
+        # read afresh counts its own. Both must raise the same triggers, in one order.
+        if self.state is None:
+            return
+        afresh = GoalState.model_validate_json(self.state.model_dump_json())
+        carried, counted = self.state.todo_tally(), TodoTally.of(afresh.todos.values())
+        todos = list(afresh.todos.values())
+        relied = Counter(
+            k for t in todos if t.status is TodoStatus.DONE for k in set(t.required_evidence)
+        )
+        for tally in (carried, counted):
+            assert tally.counts == Counter(t.status for t in todos)
+            # Goal order too: the planner starts the first runnable one.
+            assert list(tally.unfinished) == [
+                t.id for t in todos if t.status in UNFINISHED_TODO_STATUSES
+            ]
+            assert tally.relied == relied
+            assert tally.successor_needed == {t.id for t in todos if needs_successor(t)}
+        assert detect_triggers(self.state, self.now) == detect_triggers(afresh, self.now)
 
     @invariant()
     def audit_agrees_with_state(self) -> None:

@@ -312,7 +312,7 @@ def test_a_silent_hosts_last_line_is_journaled_while_it_is_silent(
     try:
         session = controller.sessions.load(sid)
         now = controller.sessions.now()
-        plan = plan_next_turn(session, goal_view(goals.load("g"), sid, now), now)
+        plan = plan_next_turn(session, goal_view(goals.load("g"), session, now), now)
         assert isinstance(plan, NextTurn)
         turn = threading.Thread(
             target=lambda: results.append(controller.driver.run_turn(session, plan))

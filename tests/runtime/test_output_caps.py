@@ -127,7 +127,7 @@ class Project:
         try:
             session = controller.sessions.load(sid)
             now = controller.sessions.now()
-            plan = plan_next_turn(session, goal_view(controller.goals.load("g"), sid, now), now)
+            plan = plan_next_turn(session, goal_view(controller.goals.load("g"), session, now), now)
             assert isinstance(plan, NextTurn), plan
             return driver.run_turn(session, plan)
         finally:

@@ -80,7 +80,7 @@ def crash_turns(store: SqlEventStore, workspace: Path, dead: tuple[int, int], n:
         crashed.epochs[sid] = ctl.acquire(sid).epoch
         session = ctl.sessions.load(sid)
         now = ctl.sessions.now()
-        plan = plan_next_turn(session, goal_view(ctl.goals.load(goal_id), sid, now), now)
+        plan = plan_next_turn(session, goal_view(ctl.goals.load(goal_id), session, now), now)
         assert isinstance(plan, NextTurn), plan
         with pytest.raises(SimulatedCrash):
             ctl.driver.run_turn(session, plan)

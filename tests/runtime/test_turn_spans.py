@@ -230,7 +230,7 @@ def test_a_turn_its_controller_died_in_is_ended_by_recovery(
     dying.acquire(sid)
     session = dying.sessions.load(sid)
     now = dying.sessions.now()
-    plan = plan_next_turn(session, goal_view(dying.goals.load("goal-1"), sid, now), now)
+    plan = plan_next_turn(session, goal_view(dying.goals.load("goal-1"), session, now), now)
     assert isinstance(plan, NextTurn), plan
     with pytest.raises(SimulatedCrash):
         dying.driver.run_turn(session, plan)

@@ -89,17 +89,26 @@ def audit(state: GoalState, now: datetime) -> TerminalAudit:
 def is_terminal(state: GoalState, now: datetime) -> bool:
     """``audit(state, now).terminal``, stopping at the first blocker: the planner asks
     before every turn, and needs neither the counts nor the blockers' models."""
+    tally = state.todo_tally()
+    if tally.unfinished or tally.successor_needed:
+        return False  # a todo blocks: known without finding which (the first may be last)
     return next(_blockers(state, now), None) is None
 
 
 def _blockers(state: GoalState, now: datetime) -> Iterator[tuple[BlockerKind, str, str]]:
     """(kind, subject, text) of each blocker, in the order ``audit`` lists them; lazily,
     so a caller that needs only the first computes no more."""
-    for todo in state.todos.values():
-        if todo.status in UNFINISHED_TODO_STATUSES:
-            yield BlockerKind.OPEN_TODO, todo.id, f"todo {todo.title!r} is {todo.status.value}"
-        if needs_successor(todo):
-            yield BlockerKind.PENDING_SUCCESSOR, todo.id, f"todo {todo.title!r} needs a successor"
+    tally = state.todo_tally()
+    if tally.unfinished or tally.successor_needed:  # else no todo blocks: no walk over them
+        for todo in state.todos.values():
+            if todo.status in UNFINISHED_TODO_STATUSES:
+                yield BlockerKind.OPEN_TODO, todo.id, f"todo {todo.title!r} is {todo.status.value}"
+            if needs_successor(todo):
+                yield (
+                    BlockerKind.PENDING_SUCCESSOR,
+                    todo.id,
+                    f"todo {todo.title!r} needs a successor",
+                )
 
     for monitor in state.monitors.values():
         if monitor.retired:

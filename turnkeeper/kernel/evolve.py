@@ -176,9 +176,8 @@ def _apply_todo(
     | TodoBlocked
     | TodoUnblocked,
 ) -> GoalState:
-    todos = dict(state.todos)
     if isinstance(event, TodoAdded):
-        todos[event.todo_id] = Todo(
+        added = Todo(
             id=event.todo_id,
             title=event.title,
             depends_on=event.depends_on,
@@ -187,14 +186,15 @@ def _apply_todo(
             successor_of=event.successor_of,
             created_at=event.at,
         )
+        changed = {added.id: added}
         if event.successor_of is not None:
-            pred = _get(todos, event.successor_of, event)
-            todos[pred.id] = pred.model_copy(
+            pred = _get(state.todos, event.successor_of, event)
+            changed[pred.id] = pred.model_copy(
                 update={"successors": [*pred.successors, event.todo_id]}
             )
-        return state.model_copy(update={"todos": todos})
+        return state.with_todos(changed)
 
-    todo = _get(todos, event.todo_id, event)
+    todo = _get(state.todos, event.todo_id, event)
     update: dict[str, object]
     match event:
         case TodoClaimed():
@@ -222,8 +222,7 @@ def _apply_todo(
             update = {"status": TodoStatus.BLOCKED, "claim": None, "blocked_reason": event.reason}
         case TodoUnblocked():
             update = {"status": TodoStatus.OPEN, "blocked_reason": None}
-    todos[todo.id] = todo.model_copy(update=update)
-    return state.model_copy(update={"todos": todos})
+    return state.with_todos({todo.id: todo.model_copy(update=update)})
 
 
 def _apply_monitor(

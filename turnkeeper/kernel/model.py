@@ -9,10 +9,11 @@ one and an event, so a state can always be recomputed from its event stream.
 # pydantic would otherwise evaluate each field's annotation from its string (a compile
 # each), ~25% of the time this module takes to import.
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Self
+from typing import Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr
 
@@ -145,6 +146,10 @@ class TodoStatus(StrEnum):
 UNFINISHED_TODO_STATUSES = frozenset({TodoStatus.OPEN, TodoStatus.CLAIMED, TodoStatus.BLOCKED})
 # Statuses from which an agent could pick the todo up right now (the frontier).
 RUNNABLE_TODO_STATUSES = frozenset({TodoStatus.OPEN, TodoStatus.CLAIMED})
+_FINISHED = frozenset({TodoStatus.DONE, TodoStatus.SUPERSEDED})
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 class Claim(KernelModel):
@@ -322,6 +327,117 @@ class GoalNote(KernelModel):
     at: datetime
 
 
+@dataclass(frozen=True)
+class TodoTally:
+    """What the kernel asks of every todo on every write and turn, kept as they change.
+
+    ``decide`` checks the replan triggers after every accepted proposal, the planner
+    looks for the first runnable todo before every turn, the brief counts the todos by
+    status: asked by walking the todos, each grew with the goal (at 10,000 todos, most
+    of a write and nine tenths of a turn). A state counts its tally once (one walk) and
+    ``GoalState.with_todos`` carries it to the next state, moving only the changed
+    todos' shares.
+
+    ``unfinished`` keeps goal order without positions because a finished todo (done or
+    superseded) never becomes unfinished again (the kernel refuses every change to one)
+    and a new todo goes last: the unfinished todos' order never changes. A change that
+    broke this is counted afresh by ``with_todos``.
+    """
+
+    # How many todos have each status (a status no todo has is absent).
+    counts: Mapping[TodoStatus, int] = field(default_factory=dict)
+    # Open, claimed and blocked todos' ids, in goal order (a dict used as an ordered set).
+    unfinished: Mapping[str, None] = field(default_factory=dict)
+    # Evidence key -> how many done todos require it (keys with no such todo absent).
+    relied: Mapping[str, int] = field(default_factory=dict)
+    # Finished todos that promised a successor and have none yet.
+    successor_needed: frozenset[str] = frozenset()
+
+    @property
+    def runnable(self) -> int:
+        """Open or claimed todos: the frontier."""
+        return sum(self.counts.get(status, 0) for status in RUNNABLE_TODO_STATUSES)
+
+    @property
+    def finished(self) -> int:
+        """Done or superseded todos."""
+        return sum(self.counts.get(status, 0) for status in _FINISHED)
+
+    @classmethod
+    def of(cls, todos: Iterable[Todo]) -> "TodoTally":
+        counting = _TallyCounting(TodoTally())
+        for todo in todos:
+            counting.count(todo, 1)
+            counting.place(todo.id, todo.status in UNFINISHED_TODO_STATUSES)
+        return counting.tally()
+
+    def moved(self, changes: Iterable[tuple[Todo | None, Todo]]) -> "TodoTally | None":
+        """This tally with each change's old todo's share (None: a new todo) taken out
+        and the new one's put in; None if a finished todo became unfinished."""
+        counting = _TallyCounting(self)
+        for old, new in changes:
+            was = old is not None and old.id in self.unfinished
+            now = new.status in UNFINISHED_TODO_STATUSES
+            if old is not None:
+                if now and not was:
+                    return None  # a finished todo back: its place in goal order is lost
+                counting.count(old, -1)
+            counting.count(new, 1)
+            if now != was:  # open -> blocked, say, keeps its place
+                counting.place(new.id, now)
+        return counting.tally()
+
+
+class _TallyCounting:
+    """A tally being counted; each table is copied only once it changes (a claim moves a
+    count, not the unfinished todos)."""
+
+    def __init__(self, start: TodoTally) -> None:
+        self.start = start
+        self.counts = dict(start.counts)
+        self.unfinished: Mapping[str, None] = start.unfinished
+        self.relied: Mapping[str, int] = start.relied
+        self.successor_needed = start.successor_needed
+
+    def place(self, todo_id: str, unfinished: bool) -> None:
+        """Put ``todo_id`` last among the unfinished todos, or take it out."""
+        table = self._mine(self.unfinished, self.start.unfinished)
+        if unfinished:
+            table[todo_id] = None
+        else:
+            table.pop(todo_id, None)
+        self.unfinished = table
+
+    def count(self, todo: Todo, sign: int) -> None:
+        """Add ``todo``'s share of the counts (``sign`` 1) or take it out (-1)."""
+        _set_count(self.counts, todo.status, self.counts.get(todo.status, 0) + sign)
+        if todo.status is TodoStatus.DONE and todo.required_evidence:
+            relied = self._mine(self.relied, self.start.relied)
+            for key in dict.fromkeys(todo.required_evidence):
+                _set_count(relied, key, relied.get(key, 0) + sign)
+            self.relied = relied
+        if todo.status in _FINISHED and todo.successor_required and not todo.successors:
+            if sign > 0:
+                self.successor_needed = self.successor_needed | {todo.id}
+            else:
+                self.successor_needed = self.successor_needed - {todo.id}
+
+    @staticmethod
+    def _mine(table: Mapping[str, _V], started: Mapping[str, _V]) -> dict[str, _V]:
+        """``table`` to change in place: a copy while it is still the starting tally's."""
+        return dict(table) if table is started else cast(dict[str, _V], table)
+
+    def tally(self) -> TodoTally:
+        return TodoTally(self.counts, self.unfinished, self.relied, self.successor_needed)
+
+
+def _set_count(counts: dict[_K, int], key: _K, value: int) -> None:
+    if value:
+        counts[key] = value
+    else:
+        counts.pop(key, None)
+
+
 class GoalState(KernelModel):
     """Everything the kernel knows about one goal, folded from its event stream."""
 
@@ -354,6 +470,11 @@ class GoalState(KernelModel):
     # evidence (a page of it, say) builds its own.
     _by_key: dict[str, tuple[Evidence, ...]] | None = PrivateAttr(default=None)
     _by_key_of: dict[str, Evidence] | None = PrivateAttr(default=None)
+    # Derived likewise: the replan triggers' counts over ``todos`` (:class:`TodoTally`),
+    # valid while ``todos`` is the very table it was counted from; ``with_todos``
+    # carries it to the next state.
+    _tally: TodoTally | None = PrivateAttr(default=None)
+    _tally_of: dict[str, Todo] | None = PrivateAttr(default=None)
 
     def __eq__(self, other: object) -> bool:
         # The fields alone: pydantic also compares private attributes, and whether a
@@ -398,6 +519,25 @@ class GoalState(KernelModel):
                 at -= 1
             after._by_key = {**known, evidence.key: (*records[:at], evidence, *records[at:])}
             after._by_key_of = table
+        return after
+
+    def todo_tally(self) -> TodoTally:
+        """The replan triggers' counts over this state's todos (one walk, then kept)."""
+        tally = self._tally
+        if tally is None or self._tally_of is not self.todos:
+            tally = TodoTally.of(self.todos.values())
+            self._tally, self._tally_of = tally, self.todos
+        return tally
+
+    def with_todos(self, changed: Mapping[str, Todo]) -> "GoalState":
+        """This state with the ``changed`` todos put in (a new id goes last), its tally
+        carried over: O(changed todos) beside the copies of the tables."""
+        tally = self.todo_tally()  # counted once per loaded state, then carried
+        table = {**self.todos, **changed}
+        moved = tally.moved((self.todos.get(i), todo) for i, todo in changed.items())
+        after = self.model_copy(update={"todos": table})
+        after._tally = moved if moved is not None else TodoTally.of(table.values())
+        after._tally_of = table
         return after
 
     def evidence_keys(self) -> list[str]:

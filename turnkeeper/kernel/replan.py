@@ -22,7 +22,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from turnkeeper.kernel.model import (
-    RUNNABLE_TODO_STATUSES,
     Evidence,
     GoalState,
     KernelModel,
@@ -30,6 +29,7 @@ from turnkeeper.kernel.model import (
     ReplanTrigger,
     Todo,
     TodoStatus,
+    TodoTally,
 )
 
 TIME_BASED_TRIGGERS = frozenset({ReplanTrigger.EVIDENCE_STALE})
@@ -50,37 +50,27 @@ def needs_successor(todo: Todo) -> bool:
     return finished and todo.successor_required and not todo.successors
 
 
-def _with_criteria_keys(state: GoalState, keys: dict[str, None]) -> list[str]:
-    """The evidence keys done todos stand on (``keys``, in todo order) and then those a
-    met criterion stands on: every key whose evidence work relies on, in a stable order."""
+def _relied_keys(state: GoalState, tally: TodoTally) -> list[str]:
+    """Every evidence key work relies on — one a done todo requires or a met criterion
+    stands on — in the order the evidence log first names each (a key with no record
+    raises nothing, so keys are taken from the log's own index)."""
+    relied = set(tally.relied)
     for criterion in state.goal.criteria:
         if criterion.met:
             for evidence_id in criterion.evidence_ids:
                 if evidence_id in state.evidence:
-                    keys[state.evidence[evidence_id].key] = None
-    return list(keys)
+                    relied.add(state.evidence[evidence_id].key)
+    return [key for key in state.evidence_keys() if key in relied]
 
 
 def detect_triggers(state: GoalState, now: datetime) -> list[TriggerHit]:
     """Every replan condition that holds in ``state`` at ``now``."""
-    # One walk over the todos gathers what each trigger asks of them: decide asks this
-    # after every accepted proposal, and a goal that lives for days has thousands.
-    runnable = False
-    finished = 0
-    relied: dict[str, None] = {}
-    successor_needed: list[Todo] = []
-    for todo in state.todos.values():
-        status = todo.status
-        if status in RUNNABLE_TODO_STATUSES:
-            runnable = True
-        elif status is TodoStatus.DONE or status is TodoStatus.SUPERSEDED:
-            finished += 1
-            if status is TodoStatus.DONE and todo.required_evidence:
-                relied.update(dict.fromkeys(todo.required_evidence))
-            if todo.successor_required and not todo.successors:
-                successor_needed.append(todo)
+    # decide asks this after every accepted proposal, and a goal that lives for days has
+    # thousands of todos: what the triggers ask of them is the state's tally, kept as
+    # they change, not a walk over them.
+    tally = state.todo_tally()
     hits: list[TriggerHit] = []
-    hits.extend(_frontier_exhausted(state, runnable, finished))
+    hits.extend(_frontier_exhausted(state, tally))
     for monitor in state.monitors.values():
         if not monitor.retired and monitor.no_change_streak > monitor.stall_limit:
             hits.append(
@@ -91,9 +81,15 @@ def detect_triggers(state: GoalState, now: datetime) -> list[TriggerHit]:
                     detail=f"{monitor.target}: no change for {monitor.no_change_streak} readbacks",
                 )
             )
-    for key in _with_criteria_keys(state, relied):
+    for key in _relied_keys(state, tally):
         hits.extend(_evidence_hits(key, state.evidence_for_key(key), now))
-    for todo in successor_needed:
+    # Oldest first (ties by id): an order fixed by the todos alone, however the tally
+    # was reached.
+    needing = sorted(
+        (state.todos[todo_id] for todo_id in tally.successor_needed),
+        key=lambda todo: (todo.created_at, todo.id),
+    )
+    for todo in needing:
         hits.append(
             TriggerHit(
                 trigger=ReplanTrigger.SUCCESSOR_NEEDED,
@@ -124,17 +120,17 @@ def pending_triggers(
     ]
 
 
-def _frontier_exhausted(state: GoalState, runnable: bool, finished: int) -> list[TriggerHit]:
+def _frontier_exhausted(state: GoalState, tally: TodoTally) -> list[TriggerHit]:
     # A goal that never had a todo has no frontier to exhaust; its unmet
     # acceptance already shows as an acceptance gap in the audit.
     unmet = [c.id for c in state.goal.criteria if not c.met]
-    if not unmet or not state.todos or runnable:
+    if not unmet or not state.todos or tally.runnable:
         return []
     return [
         TriggerHit(
             trigger=ReplanTrigger.FRONTIER_EXHAUSTED,
             subject=state.goal.id,
-            fingerprint=f"todos={len(state.todos)},finished={finished}",
+            fingerprint=f"todos={len(state.todos)},finished={tally.finished}",
             detail=f"no runnable todo while criteria are unmet: {', '.join(unmet)}",
         )
     ]

@@ -491,7 +491,7 @@ class Controller:
             stop, why = self.stops.halt(session, "suspend", why, stop="extension_disabled")
             return _Next(stop=stop, reason=why, outcome=SessionOutcome.SUSPENDED)
         goal = self.goals.load(session.goal_id)
-        plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
+        plan = plan_next_turn(session, self._views.view(goal, session, now), now)
         if isinstance(plan, Stop):
             return self._stopped(sid, plan)
         pace = pace_next_turn(
@@ -519,7 +519,7 @@ class Controller:
             idle = session.turns_without_progress
             self._say(sid, "replan_raised", f"no progress in {idle} turns; replan raised")
             goal = self.goals.load(goal.goal.id)
-            plan = plan_next_turn(session, self._views.view(goal, sid, now), now)
+            plan = plan_next_turn(session, self._views.view(goal, session, now), now)
             if isinstance(plan, Stop):
                 return self._stopped(sid, plan)
         if sid not in self._hosts_ready:

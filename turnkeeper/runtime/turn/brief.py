@@ -42,7 +42,7 @@ from turnkeeper.json_types import JsonValue
 from turnkeeper.kernel import GoalState
 from turnkeeper.kernel.audit import missing_vision_checkpoints
 from turnkeeper.kernel.limits import TEXT_MAX_CHARS
-from turnkeeper.kernel.model import Evidence, GateStatus, Todo, TodoStatus
+from turnkeeper.kernel.model import RUNNABLE_TODO_STATUSES, Evidence, GateStatus, Todo, TodoStatus
 from turnkeeper.kernel.session import InteractionContract, NextTurn, SessionState
 from turnkeeper.runtime.services.turn_listing import JournaledEvent, TurnInfo
 from turnkeeper.runtime.workspaces.gitcmd import git
@@ -211,19 +211,29 @@ def _evidence_commands(config: Mapping[str, JsonValue], todo: Todo | None) -> di
 
 
 def _work(state: GoalState, current: str | None) -> WorkCounts:
-    others = [t for t in state.todos.values() if t.id != current]
-    counts = {status: 0 for status in TodoStatus}
-    for todo in others:
-        counts[todo.status] += 1
-    unfinished = [t for t in others if t.status in (TodoStatus.OPEN, TodoStatus.CLAIMED)]
+    """The other todos by status, and the first unfinished ones: from the goal's tally,
+    so a brief costs the same at any number of todos."""
+    tally = state.todo_tally()
+    counts = dict(tally.counts)
+    this = state.todos.get(current) if current is not None else None
+    if this is not None:
+        counts[this.status] -= 1
+    listed: list[TodoRef] = []
+    for todo_id in tally.unfinished:  # goal order; blocked ones skipped, so bounded by them
+        if len(listed) == MAX_LISTED:
+            break
+        todo = state.todos[todo_id]
+        if todo_id != current and todo.status in RUNNABLE_TODO_STATUSES:
+            listed.append(_ref(todo))
+    runnable = sum(counts.get(status, 0) for status in RUNNABLE_TODO_STATUSES)
     return WorkCounts(
-        open=counts[TodoStatus.OPEN],
-        claimed=counts[TodoStatus.CLAIMED],
-        done=counts[TodoStatus.DONE],
-        blocked=counts[TodoStatus.BLOCKED],
-        superseded=counts[TodoStatus.SUPERSEDED],
-        listed=[_ref(t) for t in unfinished[:MAX_LISTED]],
-        listed_more=max(0, len(unfinished) - MAX_LISTED),
+        open=counts.get(TodoStatus.OPEN, 0),
+        claimed=counts.get(TodoStatus.CLAIMED, 0),
+        done=counts.get(TodoStatus.DONE, 0),
+        blocked=counts.get(TodoStatus.BLOCKED, 0),
+        superseded=counts.get(TodoStatus.SUPERSEDED, 0),
+        listed=listed,
+        listed_more=max(0, runnable - len(listed)),
     )
 
 
