@@ -296,6 +296,7 @@ class TurnLoop:
         todo_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
+        self.store = store
         self.host = host or NoopHost()
         config = ControllerConfig(lease_seconds=LEASE_SECONDS, host_loader=self.host.loader)
         self.controller = Controller(store, config, owner=owner)

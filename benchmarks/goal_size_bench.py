@@ -14,6 +14,11 @@ git repository on the project's disk), measured side by side in one run:
 * the same two writes *warm*: in a process that holds the goal already (a project kept
   open for the whole run, as a controller or a server keeps its store), so the figure
   is the write alone — decide, fold, encode, append — with no read of the goal first;
+* **a turn**: one session's turn on that goal, as the controller's loop runs it — load
+  the session, plan from the goal, run the turn through the driver (claim, the no-op
+  host in a git workspace, the outcome, the snapshot) — in a process that holds the goal
+  (:class:`benchmarks._common.TurnLoop`, the in-process turn of ``turn_bench``); the
+  session works the goal's first todo, which its turns never finish;
 * **show the goal**: ``Project.goals.show`` on a freshly opened project (a cold read,
   as ``goal show`` is);
 * **status**: ``Project.status()`` on a freshly opened project;
@@ -45,12 +50,15 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks._common import (
+    TurnLoop,
     announce_machine,
     benchmark_arguments,
     chosen_settings,
+    git_workspace,
     progress_printer,
     run_in_directory,
     table_console,
+    timed,
 )
 from turnkeeper import Project
 from turnkeeper.kernel.decide import decide_goal
@@ -60,8 +68,10 @@ from turnkeeper.kernel.proposals import AddTodo, GoalProposal, RecordEvidence, T
 from turnkeeper.runtime.log.streams import decide_and_append
 from turnkeeper.runtime.services.goal_pages import page_of
 from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream, index_entries
+from turnkeeper.store import EventStore, open_store
 
 GOAL = "g-size"
+TURNS_PER_ROUND = 5
 
 
 @dataclass
@@ -89,6 +99,7 @@ class Size:
     record_evidence_ms: list[float] = field(default_factory=list)
     warm_add_todo_ms: list[float] = field(default_factory=list)
     warm_record_evidence_ms: list[float] = field(default_factory=list)
+    turn_ms: list[float] = field(default_factory=list)
     show_ms: list[float] = field(default_factory=list)
     status_ms: list[float] = field(default_factory=list)
 
@@ -98,12 +109,13 @@ class Size:
             "record_evidence_ms": statistics.median(self.record_evidence_ms),
             "warm_add_todo_ms": statistics.median(self.warm_add_todo_ms),
             "warm_record_evidence_ms": statistics.median(self.warm_record_evidence_ms),
+            "turn_ms": statistics.median(self.turn_ms),
             "show_ms": statistics.median(self.show_ms),
             "status_ms": statistics.median(self.status_ms),
         }
 
 
-def _grow(project: Project, proposals: Iterator[GoalProposal]) -> None:
+def _grow(store: EventStore, goal_id: str, proposals: Iterator[GoalProposal]) -> None:
     """Decide every proposal on the evolving goal and append them all at once."""
     now = datetime.now(UTC)
 
@@ -116,7 +128,7 @@ def _grow(project: Project, proposals: Iterator[GoalProposal]) -> None:
             events += decided
         return events
 
-    decide_and_append(project.store, GOAL_CODEC, goal_stream(GOAL), decide, index=index_entries)
+    decide_and_append(store, GOAL_CODEC, goal_stream(goal_id), decide, index=index_entries)
 
 
 def _todos(n: int, prefix: str) -> Iterator[GoalProposal]:
@@ -145,9 +157,18 @@ def _project(root: Path, todos: int, evidence: int) -> Path:
     (root / ".gitignore").write_text(".turnkeeper/\n")
     with Project.init(root) as project:
         project.goals.add("Ship the parser", goal_id=GOAL)
-        _grow(project, _todos(todos, "t"))
-        _grow(project, _evidence(evidence, "e"))
+        _grow(project.store, GOAL, _todos(todos, "t"))
+        _grow(project.store, GOAL, _evidence(evidence, "e"))
     return root
+
+
+def _turn_loop(root: Path, todos: int, evidence: int) -> TurnLoop:
+    """A session on a goal of the size, in a store of its own beside the project: the
+    loop's goal starts with the todo its turns work, then grows like the project's."""
+    loop = TurnLoop(open_store(root / "turns.db"), git_workspace(root / "turn-ws"), "size")
+    _grow(loop.store, loop.goal_id, _todos(todos - 1, "t"))
+    _grow(loop.store, loop.goal_id, _evidence(evidence, "e"))
+    return loop
 
 
 def _timed_ms(op: Callable[[], object]) -> float:
@@ -156,7 +177,7 @@ def _timed_ms(op: Callable[[], object]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def _round(size: Size, root: Path, warm: Project, n: int) -> None:
+def _round(size: Size, root: Path, warm: Project, loop: TurnLoop, n: int) -> None:
     with Project.open(root) as project:
         size.show_ms.append(_timed_ms(lambda: project.goals.show(GOAL)))
         shown, _ = page_of(project.goals.show(GOAL))
@@ -175,6 +196,7 @@ def _round(size: Size, root: Path, warm: Project, n: int) -> None:
     # them in first (untimed), as it would have seen them arrive, so what is timed is
     # the write alone, not a conflict and a read of the whole goal.
     warm.goals.show(GOAL)
+    size.turn_ms += [us / 1000 for us in timed(loop.step, TURNS_PER_ROUND)]
     size.warm_add_todo_ms.append(
         _timed_ms(lambda: warm.todos.add(GOAL, f"One more todo {n}", todo_id=f"w{n}"))
     )
@@ -191,19 +213,27 @@ def measure(settings: Settings, work: Path, say: Callable[[str], None]) -> dict[
     for n, size in enumerate(sizes):
         say(f"growing a goal to {size.label}")
         roots.append(_project(work / f"p{n}", size.todos, size.evidence))
+    loops = [
+        _turn_loop(root, size.todos, size.evidence) for root, size in zip(roots, sizes, strict=True)
+    ]
     warm = [Project.open(root) for root in roots]
     try:
-        for project in warm:  # the goal read once, as a long-lived process has it
+        # The goal read once, as a long-lived process has it.
+        for project, loop in zip(warm, loops, strict=True):
             project.goals.show(GOAL)
+            timed(loop.step, TURNS_PER_ROUND)
         for r in range(settings.rounds):
             order = list(range(len(sizes)))
             order = order[r % len(order) :] + order[: r % len(order)]  # rotate: noise hits all
             for i in order:
-                _round(sizes[i], roots[i], warm[i], r)
+                _round(sizes[i], roots[i], warm[i], loops[i], r)
             say(f"round {r + 1}/{settings.rounds}")
     finally:
         for project in warm:
             project.close()
+        for loop in loops:
+            loop.release()
+            loop.store.close()
     base = sizes[0].medians()
     rows = []
     for size in sizes:
@@ -232,6 +262,7 @@ def render(results: dict[str, Any], console: Console) -> None:
         "record evidence",
         "add a todo (warm)",
         "record evidence (warm)",
+        "a turn (warm)",
         "goal show",
         "status",
     )
@@ -251,6 +282,7 @@ def render(results: dict[str, Any], console: Console) -> None:
             cell("record_evidence_ms"),
             cell("warm_add_todo_ms"),
             cell("warm_record_evidence_ms"),
+            cell("turn_ms"),
             cell("show_ms"),
             cell("status_ms"),
         )

@@ -291,9 +291,11 @@ def test_goal_size_bench_smoke() -> None:
             *("add_todo_ms", "record_evidence_ms", "show_ms", "status_ms"),
             # The same writes by a process that already holds the goal.
             *("warm_add_todo_ms", "warm_record_evidence_ms"),
+            "turn_ms",  # a session's turn on the goal
         }
         assert size["add_todo_ms"] > 0 and size["status_ms"] > 0
         assert size["warm_add_todo_ms"] > 0 and size["warm_record_evidence_ms"] > 0
+        assert size["turn_ms"] > 0
     # The projection of the bigger goals really is bigger: the goal was grown.
     assert sizes[1]["projection_bytes"] > sizes[0]["projection_bytes"]
     assert sizes[2]["projection_bytes"] > sizes[0]["projection_bytes"]

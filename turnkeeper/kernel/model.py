@@ -365,10 +365,16 @@ class TodoTally:
 
     @classmethod
     def of(cls, todos: Iterable[Todo]) -> "TodoTally":
+        """The tally of ``todos`` (in goal order), counted in one walk."""
         counting = _TallyCounting(TodoTally())
+        unfinished: dict[str, None] = {}
         for todo in todos:
-            counting.count(todo, 1)
-            counting.place(todo.id, todo.status in UNFINISHED_TODO_STATUSES)
+            if todo.status in UNFINISHED_TODO_STATUSES:
+                unfinished[todo.id] = None  # the common case: no share beyond its count
+                counting.counts[todo.status] = counting.counts.get(todo.status, 0) + 1
+            else:
+                counting.count(todo, 1)
+        counting.unfinished = unfinished
         return counting.tally()
 
     def moved(self, changes: Iterable[tuple[Todo | None, Todo]]) -> "TodoTally | None":
