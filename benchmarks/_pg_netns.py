@@ -51,7 +51,7 @@ class Machine:
 def machines(count: int) -> Iterator[list[Machine]]:
     """``count`` namespaces, each on a veth link of its own; all removed after."""
     tag = secrets.token_hex(3)
-    net = 100 + secrets.randbelow(150)
+    net = 175 + secrets.randbelow(75)  # 10.175-249.*; the tests' namespaces take 10.100-174.*
     made: list[Machine] = []
     try:
         for k in range(1, count + 1):
