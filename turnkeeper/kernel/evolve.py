@@ -85,7 +85,8 @@ def evolve_goal(state: GoalState | None, event: GoalEvent) -> GoalState:
         return GoalState(goal=goal, version=1)
     if state is None:
         raise _broken("the first event of a goal stream must be goal_created", event)
-    return _apply(state, event).model_copy(update={"version": state.version + 1})
+    # indexed(): the tally and evidence index, built once, then carried step to step.
+    return _apply(state.indexed(), event).model_copy(update={"version": state.version + 1})
 
 
 def _apply(state: GoalState, event: GoalEvent) -> GoalState:

@@ -527,6 +527,16 @@ class GoalState(KernelModel):
             after._by_key_of = table
         return after
 
+    def indexed(self) -> "GoalState":
+        """This state with its derived indexes built — the todo tally and the evidence by
+        key — and carried by every ``evolve`` step after it. ``evolve`` asks this of each
+        state it steps from: the state a process holds (its streams' cache) is always one
+        evolve made, so only a state read from the store counts and sorts, once, and a
+        write never walks the todos or sorts the evidence, whichever it asks about."""
+        self.todo_tally()
+        self._evidence_by_key()
+        return self
+
     def todo_tally(self) -> TodoTally:
         """The replan triggers' counts over this state's todos (one walk, then kept)."""
         tally = self._tally

@@ -60,6 +60,8 @@ def _relied_keys(state: GoalState, tally: TodoTally) -> list[str]:
             for evidence_id in criterion.evidence_ids:
                 if evidence_id in state.evidence:
                     relied.add(state.evidence[evidence_id].key)
+    if not relied:
+        return []  # and no need of the log's index, which a state may not have built yet
     return [key for key in state.evidence_keys() if key in relied]
 
 

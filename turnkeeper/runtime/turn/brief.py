@@ -47,6 +47,7 @@ from turnkeeper.kernel.session import InteractionContract, NextTurn, SessionStat
 from turnkeeper.runtime.services.turn_listing import JournaledEvent, TurnInfo
 from turnkeeper.runtime.workspaces.gitcmd import git
 from turnkeeper.runtime.workspaces.workspace import git_marker, git_revision
+from turnkeeper.tools.calls import evidence_id
 from turnkeeper.vocabulary import TurnKind
 
 # What must be probed again rather than trusted from the log (seed 001), told after a
@@ -176,15 +177,10 @@ def _need(record: Evidence | None, key: str, command: str | None, now: datetime)
 def _evidence(
     state: GoalState, shown: set[str], now: datetime
 ) -> dict[str, list[EvidenceNeed] | int]:
-    """The latest record of each key but those the todo's part already shows."""
-    latest: dict[str, Evidence] = {}
-    for record in state.evidence.values():  # log order: a later record of a key wins
-        if record.key in shown:
-            continue
-        held = latest.get(record.key)
-        if held is None or record.recorded_at >= held.recorded_at:
-            latest[record.key] = record
-    newest = sorted(latest.values(), key=lambda e: e.recorded_at, reverse=True)
+    """The latest record of each key but those the todo's part already shows (from the
+    goal's evidence index: a brief costs the same at any number of records)."""
+    latest = [state.latest_evidence(key) for key in state.evidence_keys() if key not in shown]
+    newest = sorted((e for e in latest if e is not None), key=lambda e: e.recorded_at, reverse=True)
     # Without output tails: the todo's own failing evidence quotes its tail once.
     needs = [
         _need(e, e.key, None, now).model_copy(update={"output_tail": ""})
@@ -267,6 +263,25 @@ def _replan(state: GoalState) -> dict[str, list[ObligationBrief] | int]:
     return {"replan": listed, "replan_more": max(0, len(open_) - MAX_LISTED)}
 
 
+def _recorded_by(state: GoalState, turn: TurnInfo) -> list[Evidence]:
+    """The evidence ``turn``'s write-back recorded, in its order: looked up by id, not
+    found by a walk over every record of the goal. The write-back records its ``n``-th
+    item as ``evidence_id(turn, n)`` in the commit that records its decisions, one for
+    each item it decided, so the ids to look up are bounded by the decisions (and by
+    any record found past them)."""
+    if turn.written_back is None:
+        return []  # no write-back committed: nothing of the turn's is in the goal
+    decided = len(turn.written_back.accepted) + len(turn.written_back.rejected)
+    found: list[Evidence] = []
+    n = 0
+    while n < decided or evidence_id(turn.turn_id, n) in state.evidence:
+        record = state.evidence.get(evidence_id(turn.turn_id, n))
+        if record is not None:
+            found.append(record)
+        n += 1
+    return found
+
+
 def _what(proposal_id: str, turn_id: str) -> str:
     """A refused part of a turn named as a person reads it (``turn-x:proposal:2`` ->
     ``proposal 2``, ``turn-x:complete`` -> ``completing the todo``)."""
@@ -294,7 +309,6 @@ def _previous(
             )
             for d in turn.written_back.rejected[:MAX_LISTED]
         ]
-    prefix = f"ev-{turn.turn_id}-"
     failed = [
         FailedCheck(
             key=e.key,
@@ -302,8 +316,8 @@ def _previous(
             exit_code=e.exit_code,
             output_tail=clip_tail(e.output_tail),
         )
-        for e in state.evidence.values()
-        if e.id.startswith(prefix) and not e.passed
+        for e in _recorded_by(state, turn)
+        if not e.passed
     ]
     host_error = clip(turn.reason, 1000) if turn.outcome == "failed" and turn.reason else None
     if not refusals and not failed and host_error is None:
