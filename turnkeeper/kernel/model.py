@@ -476,9 +476,9 @@ class GoalState(KernelModel):
     # evidence (a page of it, say) builds its own.
     _by_key: dict[str, tuple[Evidence, ...]] | None = PrivateAttr(default=None)
     _by_key_of: dict[str, Evidence] | None = PrivateAttr(default=None)
-    # Derived likewise: the replan triggers' counts over ``todos`` (:class:`TodoTally`),
-    # valid while ``todos`` is the very table it was counted from; ``with_todos``
-    # carries it to the next state.
+    # Derived likewise: the tally of ``todos`` (:class:`TodoTally`), valid while
+    # ``todos`` is the very table it was counted from; ``with_todos`` carries it to the
+    # next state.
     _tally: TodoTally | None = PrivateAttr(default=None)
     _tally_of: dict[str, Todo] | None = PrivateAttr(default=None)
 
@@ -538,7 +538,7 @@ class GoalState(KernelModel):
         return self
 
     def todo_tally(self) -> TodoTally:
-        """The replan triggers' counts over this state's todos (one walk, then kept)."""
+        """The tally of this state's todos (one walk, then kept and carried)."""
         tally = self._tally
         if tally is None or self._tally_of is not self.todos:
             tally = TodoTally.of(self.todos.values())
