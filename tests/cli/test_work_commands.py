@@ -299,6 +299,26 @@ def test_supersede_quiet_prints_the_successor(tk: Invoke) -> None:
     assert run_json(tk, "todo", "show", successor)["successor_of"]["id"] == "t1"
 
 
+def test_a_blocked_todo_is_held_back_and_unblocked_in_its_place(tk: Invoke) -> None:
+    run_json(tk, "goal", "add", "G", "--id", "g1")
+    for n in (1, 2):
+        run_json(tk, "todo", "add", "g1", f"Todo {n}", "--id", f"t{n}")
+    blocked = run_json(tk, "todo", "block", "t1", "--reason", "waits on the keys")["todo"]
+    assert blocked["status"] == "blocked" and blocked["blocked_reason"] == "waits on the keys"
+    again = _error(tk, "todo", "block", "t1", "--reason", "x", code=ErrorCode.FAILED_PRECONDITION)
+    assert again["reason"] == "todo_blocked"
+    claimed = _error(tk, "todo", "claim", "t1", code=ErrorCode.FAILED_PRECONDITION)
+    assert claimed["reason"] == "todo_blocked"
+    assert run_json(tk, "todo", "unblock", "t1")["todo"]["status"] == "open"
+    run_json(tk, "todo", "claim", "t1")
+    assert run_json(tk, "todo", "show", "t1")["todo"]["status"] == "claimed"
+    # A claimed todo is blocked by its holder only, under the claim's epoch.
+    held = _error(tk, "todo", "block", "t1", "--reason", "x", code=ErrorCode.FAILED_PRECONDITION)
+    assert held["reason"] == "fence_required"
+    mine = run_json(tk, "todo", "block", "t1", "--reason", "waits again", "--epoch", "1")
+    assert mine["todo"]["status"] == "blocked" and mine["todo"]["claim"] is None
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -314,6 +334,8 @@ def test_supersede_quiet_prints_the_successor(tk: Invoke) -> None:
         ("todo", "release"),
         ("todo", "done"),
         ("todo", "supersede"),
+        ("todo", "block"),
+        ("todo", "unblock"),
         ("todo", "list"),
         ("todo", "show"),
         ("gate", "open"),

@@ -281,3 +281,54 @@ def todo_supersede(
         return
     extra = f", successor [bold]{safe(sid)}[/]" if sid else ""
     report(answer, as_json=as_json, quiet=False, message=f"superseded {safe(tid)}{extra}")
+
+
+@todo_app.command("block")
+@handles_errors
+def todo_block(
+    todo_id: str = TodoArgument,
+    reason: str = typer.Option(..., help="What the todo waits on."),
+    epoch: int = typer.Option(0, help="Your claim's epoch, when the todo is claimed."),
+    owner: str = OwnerOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Hold a todo back: no agent starts it until it is unblocked. A claimed todo is
+    blocked only by its claim's holder (--epoch), and its claim ends.
+
+    Example:
+
+    \b
+        turnkeeper todo block "$TODO" --reason "waits on the API keys"
+    """
+    from turnkeeper.kernel.proposals import BlockTodo, Fence, checked_input
+
+    with checked_input():
+        fence = Fence(owner=owner or default_owner(), epoch=epoch) if epoch else None
+    with goal_service() as goals:
+        gid, tid = goals.locate("todo", todo_id)
+        with checked_input():
+            proposal = BlockTodo(todo_id=tid, reason=reason, fence=fence)
+        done = goals.submit(gid, proposal)
+    answer = written("todo", tid, done.state.todos[tid], done, todo_id=tid)
+    report(answer, as_json=as_json, quiet=False, message=f"blocked {safe(tid)}")
+
+
+@todo_app.command("unblock")
+@handles_errors
+def todo_unblock(todo_id: str = TodoArgument, as_json: bool = JsonOption) -> None:
+    """Let a blocked todo be started again, in its place in the goal's order.
+
+    Example:
+
+    \b
+        turnkeeper todo unblock "$TODO"
+    """
+    from turnkeeper.kernel.proposals import UnblockTodo, checked_input
+
+    with goal_service() as goals:
+        gid, tid = goals.locate("todo", todo_id)
+        with checked_input():
+            proposal = UnblockTodo(todo_id=tid)
+        done = goals.submit(gid, proposal)
+    answer = written("todo", tid, done.state.todos[tid], done, todo_id=tid)
+    report(answer, as_json=as_json, quiet=False, message=f"unblocked {safe(tid)}")
