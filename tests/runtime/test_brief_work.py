@@ -10,7 +10,7 @@ from tests.kernel.support import add_todo, at, claim, new_goal
 from turnkeeper.brief import MAX_LISTED
 from turnkeeper.kernel.model import RUNNABLE_TODO_STATUSES, GoalState
 from turnkeeper.kernel.proposals import BlockTodo, CompleteTodo, SupersedeTodo
-from turnkeeper.runtime.turn.brief import _work
+from turnkeeper.runtime.turn.brief import work_counts
 
 
 def _walked(state: GoalState, current: str | None) -> tuple[Counter[str], list[str], int]:
@@ -28,7 +28,7 @@ def test_work_counts_what_a_walk_over_the_todos_counts() -> None:
     goal.apply(SupersedeTodo(todo_id="t2", reason="split in two"), at(3))
     claim(goal, "t3", owner="someone-else", now=at(3))
     for current in (None, "t3", "t5", "t0", "t1"):
-        work = _work(goal.s, current)
+        work = work_counts(goal.s, current)
         counts, listed, unfinished = _walked(goal.s, current)
         assert {
             "open": work.open,

@@ -104,7 +104,7 @@ def build_brief(
         attempt=spec.attempt,
         goal=_goal(goal),
         todo=_todo(goal, todo, commands, now) if todo is not None else None,
-        work=_work(goal, spec.todo_id),
+        work=work_counts(goal, spec.todo_id),
         **_evidence(goal, set(todo.required_evidence) if todo is not None else set(), now),
         previous=_previous(goal, previous, spec, unapplied_calls),
         **_gates(goal),
@@ -206,9 +206,10 @@ def _evidence_commands(config: Mapping[str, JsonValue], todo: Todo | None) -> di
     return {}
 
 
-def _work(state: GoalState, current: str | None) -> WorkCounts:
-    """The other todos by status, and the first unfinished ones: from the goal's tally,
-    so a brief costs the same at any number of todos."""
+def work_counts(state: GoalState, current: str | None) -> WorkCounts:
+    """The brief's ``work``: the todos other than ``current`` by status, and the first
+    unfinished ones; from the goal's tally, so a brief costs the same at any number of
+    todos."""
     tally = state.todo_tally()
     counts = dict(tally.counts)
     this = state.todos.get(current) if current is not None else None

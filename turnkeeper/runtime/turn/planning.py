@@ -33,15 +33,6 @@ _MAX_HELD = 1024
 RUNNABLE_SHOWN = 8
 
 
-def _gated(state: GoalState, todo_id: str) -> bool:
-    return any(
-        gate.blocking
-        and gate.status is GateStatus.OPEN
-        and (not gate.scope or todo_id in gate.scope)
-        for gate in state.gates.values()
-    )
-
-
 def goal_view(state: GoalState, session: SessionState, now: datetime) -> GoalView:
     """What the planner sees of ``state`` for ``session`` at ``now``."""
     return _view_until(state, session.session_id, now, continuing_todo(session))[0]
@@ -68,7 +59,7 @@ def _runnable(
     elif todo.status is not TodoStatus.OPEN:
         return False, None
     ready = all(dependency_met(state, dep) for dep in todo.depends_on)
-    return ready and not _gated(state, todo.id), None
+    return ready and not any(gate.blocks(todo.id) for gate in state.gates.values()), None
 
 
 def _view_until(
