@@ -295,10 +295,15 @@ class TurnLoop:
         goal_id: str | None = None,
         todo_id: str | None = None,
         session_id: str | None = None,
+        tools_dir: Path | None = None,
     ) -> None:
+        """``tools_dir``: open each turn's tool channel there, as ``run`` does for every
+        turn (None: no channel, the turn of an embedder that gives its agents no tools)."""
         self.store = store
         self.host = host or NoopHost()
-        config = ControllerConfig(lease_seconds=LEASE_SECONDS, host_loader=self.host.loader)
+        config = ControllerConfig(
+            lease_seconds=LEASE_SECONDS, host_loader=self.host.loader, tools_dir=tools_dir
+        )
         self.controller = Controller(store, config, owner=owner)
         goals = self.controller.goals
         self.goal_id = goal_id or f"goal-{name}"

@@ -17,8 +17,9 @@ by side in one run:
   open for the whole run, as a controller or a server keeps its store), so the figure
   is the write alone — decide, fold, encode, append — with no read of the goal first;
 * **a turn**: one session's turn on that goal, as the controller's loop runs it — load
-  the session, plan from the goal, run the turn through the driver (claim, the no-op
-  host in a git workspace, the outcome, the snapshot) — in a process that holds the goal
+  the session, plan from the goal, run the turn through the driver (claim, the turn's
+  tool channel opened as ``run`` opens one for every turn, the no-op host in a git
+  workspace, the outcome, the snapshot) — in a process that holds the goal
   (:class:`benchmarks._common.TurnLoop`, the in-process turn of ``turn_bench``); the
   session works the goal's first todo, which its turns never finish;
 * **show the goal**: ``Project.goals.show`` on a freshly opened project (a cold read,
@@ -188,7 +189,9 @@ def _relied_on(evidence_id: str) -> Iterator[GoalProposal]:
 def _turn_loop(root: Path, todos: int, evidence: int) -> TurnLoop:
     """A session on a goal of the size, in a store of its own beside the project: the
     loop's goal starts with the todo its turns work, then grows like the project's."""
-    loop = TurnLoop(open_store(root / "turns.db"), git_workspace(root / "turn-ws"), "size")
+    workspace = git_workspace(root / "turn-ws")
+    # Each turn opens its tool channel, as every turn of ``run`` does.
+    loop = TurnLoop(open_store(root / "turns.db"), workspace, "size", tools_dir=root / "turns")
     _grow(loop.store, loop.goal_id, _todos(todos - 1, "t"))
     _grow(loop.store, loop.goal_id, _evidence(evidence, "e"))
     if evidence:

@@ -40,9 +40,10 @@ also runs (r) on that commit's code, exported with ``git archive``, and this cod
 through ``PYTHONPATH`` too, so the two differ in nothing but the code: the controller's
 CPU per turn of both and their ratio, per round and as the median of those ratios.
 
-Then one more run, five times as long, under ``py-spy record -f raw --threads
---gil`` says where the controller's CPU goes in its steady turns, by turnkeeper
-function; and the turns' own event timestamps say where their wall time goes
+Then one more run of (r), five times as long, and one of (w), as long as a measured
+run (its goal has no more todos), under ``py-spy record -f raw --threads --gil`` say
+where the controller's CPU goes in their steady turns, by turnkeeper function; and
+the turns' own event timestamps say where their wall time goes
 (:func:`benchmarks.turn_log.steps_in`).
 """
 
@@ -183,6 +184,7 @@ class Results:
     in_process_vs_two_commits: list[float] = field(default_factory=list)
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: dict[str, Any] | None = None
+    working_profile: dict[str, Any] | None = None  # the same, of a working run
     # With --before: that code's controller CPU per turn (median of the rounds), and
     # this code's over it, per round and their median.
     before_controller_cpu_ms_per_turn: float | None = None
@@ -349,16 +351,7 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
                     + f"; working turn {now.working_cost_cpu_ms:.2f} ms CPU/turn with children"
                 )
             if settings.profile and profiler_available(say):
-                say("one more run under py-spy ...")
-                profiled = Round()
-                # Longer than a measured run: enough samples of the steady turns.
-                turns = settings.turns_per_run * PROFILE_RUN_FACTOR
-                profiled.wall_ms[REAL] = real.measure(turns, profiled, profile=True)
-                if "steady" in real.profiles:
-                    res.profile = {
-                        "run": asdict(profiled),
-                        **summarise(real.profiles["steady"], PROFILE_RATE_HZ).as_json(),
-                    }
+                _profile(real, working, settings, res, say)
             if settings.count_turns is not None:
                 short, long = settings.count_turns
                 say(f"counting a working turn's processes: runs of {short} and {long} turns")
@@ -372,6 +365,27 @@ def run(settings: Settings, say: Say, directory: Path | None = None) -> Results:
         return res
 
     return run_in_directory(directory, "real-turn-bench-", body)
+
+
+def _profile(
+    real: RealTurns, working: WorkingTurns, settings: Settings, res: Results, say: Say
+) -> None:
+    """One more run of (r) and one of (w) under py-spy: their steady turns' profiles."""
+    say("one more run under py-spy ...")
+    profiled = Round()
+    # Longer than a measured run: enough samples of the steady turns.
+    turns = settings.turns_per_run * PROFILE_RUN_FACTOR
+    profiled.wall_ms[REAL] = real.measure(turns, profiled, profile=True)
+    if "steady" in real.profiles:
+        res.profile = {
+            "run": asdict(profiled),
+            **summarise(real.profiles["steady"], PROFILE_RATE_HZ).as_json(),
+        }
+    say("one more working run under py-spy ...")
+    # As long as a measured run: the goal holds no more todos than that.
+    working.measure(settings.turns_per_run, profile=True)
+    if "steady" in working.profiles:
+        res.working_profile = summarise(working.profiles["steady"], PROFILE_RATE_HZ).as_json()
 
 
 def _summarise(res: Results, names: list[str]) -> None:
@@ -482,7 +496,11 @@ def render(res: Results, console: Console) -> None:
     render_targets(res.targets, console)
     render_machine(res.machine, console)
     if res.profile:
+        console.print("(r) the no-op turn's steady window, under py-spy")
         render_pyspy(res.profile, console)
+    if res.working_profile:
+        console.print("(w) the working turn's steady window, under py-spy")
+        render_pyspy(res.working_profile, console)
 
 
 def main(argv: list[str] | None = None) -> int:

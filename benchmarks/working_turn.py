@@ -38,6 +38,7 @@ from benchmarks.real_run import (
     cpu_between,
     finished,
     make_project,
+    profile_phases,
     working_host,
 )
 from benchmarks.turn_log import read_turns, steady_window, steps_in
@@ -97,16 +98,23 @@ class WorkingTurns:
         self.pristine = PristineProject(work, say, todos)
         self.code = code  # the turnkeeper package's directory that runs (None: installed)
         self.runs = 0
+        self.profiles: dict[str, Path] = {}  # the last run's py-spy output, by phase
 
-    def measure(self, turns: int) -> WorkingRun:
-        """One ``turnkeeper run --max-turns turns`` on the project as it was built."""
+    def measure(self, turns: int, profile: bool = False) -> WorkingRun:
+        """One ``turnkeeper run --max-turns turns`` on the project as it was built;
+        ``profile``: under py-spy, its steady turns' samples in ``self.profiles``."""
         if turns >= self.pristine.todos:
             raise ValueError(f"{turns} turns need more than the goal's {self.pristine.todos} todos")
         self.runs += 1
         project = self.pristine.restore()
         args = ["--json", "--max-turns", str(turns), "--idle-turns", "1000000"]
-        run = RunProcess(project.root, args, self.work / f"run-{self.runs}", code=self.code)
+        logs = self.work / f"run-{self.runs}"
+        profiled = "first_round" if profile else None
+        run = RunProcess(project.root, args, logs, profile=profiled, code=self.code)
+        if profile:
+            profile_phases(run, project.database, 1, 60 + turns)
         outcome = finished(run.wait(timeout_s=60 + turns), run, turns)
+        self.profiles = outcome.profiles
         log = read_turns(project.database)
         window = steady_window(log)
         own, children, _ = cpu_between(outcome.samples, window.start, window.end)
