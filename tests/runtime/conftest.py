@@ -15,6 +15,16 @@ from turnkeeper.store import SqlEventStore, open_store  # noqa: E402 - after the
 
 
 @pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlEventStore]:
+    """A store on a SQLite file of the test's own, closed after it."""
+    opened = open_store(tmp_path / "tk.db")
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
 def two_stores(tmp_path: Path) -> Iterator[tuple[SqlEventStore, SqlEventStore]]:
     """Two store objects on one SQLite file: they stand in for two processes."""
     first, second = open_store(tmp_path / "tk.db"), open_store(tmp_path / "tk.db")

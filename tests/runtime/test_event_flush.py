@@ -37,7 +37,6 @@ from turnkeeper.runtime.turn.event_pump import (
     feed_of,
 )
 from turnkeeper.runtime.turn.planning import goal_view
-from turnkeeper.store import open_store
 from turnkeeper.store.base import EventStore
 from turnkeeper.vocabulary import TurnKind
 
@@ -278,15 +277,6 @@ def _journaled(store: EventStore, sid: str) -> list[tuple[int, str]]:
 
     found, _ = journaled_events(store, sid)
     return [(e.seq, e.kind) for e in found]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[EventStore]:
-    opened = open_store(tmp_path / "tk.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 @pytest.mark.parametrize("polled", [False, True], ids=["feed-thread", "polled"])

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from turnkeeper.errors import InvalidArgument, NotFound
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, CriterionSpec, OpenGate, TodoSpec
 from turnkeeper.runtime.log.ids import MAX_CANDIDATES, pick_id
 from turnkeeper.runtime.services.goals import GoalService, id_in_goal
-from turnkeeper.store import SqlEventStore, open_store
+from turnkeeper.store import SqlEventStore
 
 
 def test_an_exact_id_wins_over_the_longer_ids_it_starts() -> None:
@@ -42,13 +39,6 @@ def test_an_empty_id_is_invalid() -> None:
     with pytest.raises(InvalidArgument) as err:
         pick_id("goal", "", ["goal-1"])
     assert err.value.reason == "empty_id"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqlEventStore]:
-    opened = open_store(str(tmp_path / "goals.db"))
-    yield opened
-    opened.close()
 
 
 def _goals(store: SqlEventStore) -> GoalService:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from turnkeeper.runtime.control.controller_identity import owner_name
 from turnkeeper.runtime.services.folder import kernel_folder
 from turnkeeper.runtime.services.sessions import SESSION_CODEC, SessionService, session_stream
 from turnkeeper.runtime.turn.planning import goal_view
-from turnkeeper.store import SqlEventStore, open_store
+from turnkeeper.store import SqlEventStore
 
 SESSIONS = 5
 LEASE_SECONDS = 600.0  # long enough that only a takeover can move these leases
@@ -46,15 +45,6 @@ def dead() -> tuple[int, int]:
         proc.send_signal(signal.SIGKILL)  # our own child, by its pid
         proc.wait()
     return identity.pid, identity.start_time
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqlEventStore]:
-    opened = open_store(tmp_path / "tk.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 The control plane opens a channel when a turn starts (:meth:`ToolChannels.open`): a
 folder ``<root>/<turn id>/`` (0700) holding what the tools read — the turn
-(``turn.json``), the goal as it stood when the turn started (``goal.json``), the brief
-(``brief.json``) — and the sha256 of a fresh capability token (``token.sha256``). The
+(``turn.json``), the goal as it stood when the turn started (``goal.json`` and
+``goal_events.json``, see below), the brief (``brief.json``) — and the sha256 of a
+fresh capability token (``token.sha256``). The
 token itself goes only into the environment of the turn's tool server
 (:data:`~turnkeeper.hosts.base.TOOLS_TOKEN_ENV`), next to the folder's path
 (:data:`~turnkeeper.hosts.base.TOOLS_DIR_ENV`).
@@ -23,10 +24,23 @@ lost turn had called is told to the next turn, so the calls outlive the control
 plane's crash. A crash in the middle of an append leaves a torn last line: readers
 skip it and count it, and the next append ends it first so it cannot swallow the line
 after it.
+
+The goal is handed over as the store keeps it: a snapshot and the events after it. A
+goal that has lived for days is megabytes of state, and encoding it for every turn cost
+more than the rest of the turn (25 ms at 10,000 todos). So ``goal.json`` is a hard link
+to a snapshot of the goal shared by every channel (``<root>/.goals/<goal>/<seq>.json``),
+and ``goal_events.json`` holds the goal's events after that snapshot up to the turn's
+start; the tools fold them onto it (:meth:`Channel.goal`). A snapshot is written again
+once the events since it number its length over ``SNAPSHOT_BYTES_PER_EVENT`` (the rule
+of the store's own projection, runtime/log/streams.py ``projection_for``), so each turn
+pays a constant share of it and folds a bounded tail. The link keeps a channel's
+snapshot whole after a newer one replaces it. A goal under ``WHOLE_BELOW_BYTES`` is
+written whole into the channel, as is any goal where no hard link can be made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -36,7 +50,7 @@ import re
 import secrets
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +63,8 @@ from turnkeeper.brief import TurnBrief
 from turnkeeper.errors import DataLoss, FailedPrecondition, InvalidArgument, PermissionDenied
 from turnkeeper.hosts.base import TOOLS_DIR_ENV, TOOLS_TOKEN_ENV, ToolServer
 from turnkeeper.json_types import json_object
+from turnkeeper.kernel import evolve_goal
+from turnkeeper.kernel.events import GOAL_EVENT_LIST_ADAPTER
 from turnkeeper.kernel.model import GoalState
 from turnkeeper.tools.calls import TOOL_CALL_ADAPTER, TOOL_NAMES, ToolCall
 
@@ -58,6 +74,7 @@ __all__ = [
     "TOOL_NAMES",
     "Channel",
     "ChannelTurn",
+    "GoalHistory",
     "JournaledCalls",
     "ToolChannels",
     "attach",
@@ -74,6 +91,17 @@ PRUNE_SLACK: Final = 50
 
 TURN_FILE: Final = "turn.json"
 GOAL_FILE: Final = "goal.json"
+GOAL_EVENTS_FILE: Final = "goal_events.json"
+# The goals' shared snapshots, under the root: a hidden name no turn id takes.
+SNAPSHOTS_DIR: Final = ".goals"
+#: A goal's snapshot is written again once the events since it number its length in
+#: bytes over this (as the store's goal projection: runtime/services/goal_reads.py).
+SNAPSHOT_BYTES_PER_EVENT: Final = 16 * 1024
+# A goal shorter than this is written whole into each channel, as before snapshots:
+# it costs less than a snapshot's files (the store's own rule for its projections).
+WHOLE_BELOW_BYTES: Final = 64 * 1024
+# Goals whose snapshot a ToolChannels remembers; one it forgot gets a new snapshot.
+_REMEMBERED_SNAPSHOTS: Final = 256
 BRIEF_FILE: Final = "brief.json"
 TOKEN_FILE: Final = "token.sha256"
 CALLS_FILE: Final = "calls.jsonl"
@@ -85,9 +113,14 @@ _PRIVATE_FILE = 0o600
 
 def _folder_name(turn_id: str) -> str:
     """``turn_id`` if it names one folder under the root: no separator, no whitespace,
-    no dot-only name, bounded."""
-    if turn_id in ("", ".", "..") or len(turn_id) > 200 or re.search(r"[/\s=\x00]", turn_id):
-        raise ValueError("a turn id names one folder: no '/', whitespace, '=' or NUL")
+    no leading dot (hidden names are the root's own: ``SNAPSHOTS_DIR``), bounded."""
+    if (
+        not turn_id
+        or turn_id.startswith(".")
+        or len(turn_id) > 200
+        or re.search(r"[/\s=\x00]", turn_id)
+    ):
+        raise ValueError("a turn id names one folder: no '/', whitespace, '=', NUL or leading '.'")
     return turn_id
 
 
@@ -108,6 +141,25 @@ class ChannelTurn(BaseModel):
     claim_epoch: int | None = None
     workspace: Path
     opened_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class GoalHistory:
+    """Where the goal a channel is opened with stands in its stream: the seq of that
+    state, and the JSON of the stream's events after a seq up to it, each in the
+    kernel's current shape (what the tools fold onto a snapshot)."""
+
+    head_seq: int
+    events_after: Callable[[int], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """A goal's shared snapshot: its state at ``seq``, ``chars`` long, in ``path``."""
+
+    seq: int
+    path: Path
+    chars: int
 
 
 @dataclass(frozen=True)
@@ -204,12 +256,26 @@ class ToolChannels:
         # The root's entry count up to which an open does not walk the channels: what
         # the last walk could not remove (open channels, other entries) plus a slack.
         self._walk_above = 0
+        # The snapshot this object last wrote of each goal, by goal id (at most
+        # _REMEMBERED_SNAPSHOTS, the oldest forgotten first). A snapshot gone from disk
+        # (another controller replaced it) is found when it cannot be linked.
+        self._snapshots: dict[str, _Snapshot] = {}
 
     def path(self, turn_id: str) -> Path:
         return self.root / turn_id
 
-    def open(self, turn: ChannelTurn, brief: TurnBrief, goal: GoalState) -> ToolServer:
+    def open(
+        self,
+        turn: ChannelTurn,
+        brief: TurnBrief,
+        goal: GoalState,
+        history: GoalHistory | None = None,
+    ) -> ToolServer:
         """Open ``turn``'s channel and return the tool server its agent starts.
+
+        ``history`` says where ``goal`` stands in its stream, so the channel gets the
+        goal's shared snapshot and the events after it (see the module's note); without
+        it the goal is written whole.
 
         Opening a channel that exists and has not been closed opens it again: its files
         and its token are replaced (the old token stops working), its journal is kept. A
@@ -231,7 +297,7 @@ class ToolChannels:
         _make_private_dirs(folder)
         token = secrets.token_hex(32)
         write_atomic(folder / TURN_FILE, turn.model_dump_json().encode())
-        write_atomic(folder / GOAL_FILE, goal.model_dump_json().encode())
+        self._write_goal(folder, turn.goal_id, goal, history)
         write_atomic(folder / BRIEF_FILE, brief.model_dump_json().encode())
         calls = folder / CALLS_FILE
         if not calls.exists():
@@ -244,6 +310,53 @@ class ToolChannels:
             env={TOOLS_DIR_ENV: str(folder), TOOLS_TOKEN_ENV: token},
             names=list(TOOL_NAMES),
         )
+
+    def _write_goal(
+        self, folder: Path, goal_id: str, goal: GoalState, history: GoalHistory | None
+    ) -> None:
+        """``goal.json`` and ``goal_events.json``: the goal's shared snapshot linked and
+        the events after it; or the goal whole, when it is small, when there is no
+        history to fold, or when no hard link can be made."""
+        target = folder / GOAL_FILE
+        events = folder / GOAL_EVENTS_FILE
+        if history is not None:
+            snapshot = self._snapshots.get(goal_id)
+            if (
+                snapshot is not None
+                and _still_serves(snapshot, history.head_seq)
+                and _linked(snapshot.path, target)
+            ):
+                tail = history.events_after(snapshot.seq)
+                write_atomic(events, b"[" + ",".join(tail).encode() + b"]")
+                return
+        data = goal.model_dump_json().encode()
+        # A re-opened channel's events were folded onto the goal it held before.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(events)
+        if history is not None and len(data) >= WHOLE_BELOW_BYTES:
+            snapshot = self._new_snapshot(goal_id, data, history.head_seq)
+            if _linked(snapshot.path, target):
+                return
+        write_atomic(target, data)
+
+    def _new_snapshot(self, goal_id: str, data: bytes, seq: int) -> _Snapshot:
+        """The goal's snapshot at ``seq`` (``data``) written, and its older ones removed
+        (each channel that serves one holds a link of its own)."""
+        digest = hashlib.sha256(goal_id.encode()).hexdigest()[:32]
+        directory = self.root / SNAPSHOTS_DIR / digest
+        _make_private_dirs(directory)
+        path = directory / f"{seq}.json"
+        write_atomic(path, data)
+        for entry in os.listdir(directory):  # bounded: this goal's snapshots
+            if entry != path.name and entry.endswith(".json"):
+                with contextlib.suppress(FileNotFoundError):  # another controller's prune
+                    os.unlink(directory / entry)
+        snapshot = _Snapshot(seq=seq, path=path, chars=len(data))
+        self._snapshots.pop(goal_id, None)
+        self._snapshots[goal_id] = snapshot
+        while len(self._snapshots) > _REMEMBERED_SNAPSHOTS:  # bounded: one over at most
+            del self._snapshots[next(iter(self._snapshots))]
+        return snapshot
 
     def close(self, turn_id: str) -> JournaledCalls:
         """End the turn's channel — every later call is refused — and return its calls.
@@ -322,6 +435,25 @@ class ToolChannels:
         self._walk_above = entries - removed + max(1, slack)
 
 
+def _still_serves(snapshot: _Snapshot, head_seq: int) -> bool:
+    """Whether a channel for the goal at ``head_seq`` may fold onto ``snapshot``: it is
+    not ahead of the goal, and the events since it number less than its length over
+    ``SNAPSHOT_BYTES_PER_EVENT``."""
+    return 0 <= head_seq - snapshot.seq < snapshot.chars // SNAPSHOT_BYTES_PER_EVENT
+
+
+def _linked(source: Path, target: Path) -> bool:
+    """Whether ``target`` is now a hard link to ``source`` (replacing what it held); False
+    when ``source`` is gone or this filesystem makes no hard link there."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        os.link(source, tmp)
+    except OSError:  # gone, or no hard links here (EPERM, EXDEV, EMLINK)
+        return False
+    os.replace(tmp, target)
+    return True
+
+
 def _logged(turn_id: str, journaled: JournaledCalls) -> list[ToolCall]:
     if journaled.torn:
         _log.warning(
@@ -355,8 +487,25 @@ class Channel:
         self._token_digest = token_digest
 
     def goal(self) -> GoalState:
-        """The goal as it stood when the turn started."""
-        return GoalState.model_validate_json((self.folder / GOAL_FILE).read_bytes())
+        """The goal as it stood when the turn started: its snapshot with the events
+        after it folded in (``DATA_LOSS`` when either does not decode)."""
+        try:
+            state = GoalState.model_validate_json((self.folder / GOAL_FILE).read_bytes())
+            events = self.folder / GOAL_EVENTS_FILE
+            tail = (
+                GOAL_EVENT_LIST_ADAPTER.validate_json(events.read_bytes())
+                if events.exists()
+                else []
+            )
+        except ValidationError:
+            raise DataLoss(
+                f"turn {self.turn.turn_id}'s tool channel holds a goal this version cannot read",
+                reason="unreadable_channel_goal",
+                details={"turn_id": self.turn.turn_id},
+            ) from None
+        for event in tail:  # bounded: the events since the snapshot
+            state = evolve_goal(state, event)
+        return state
 
     def brief(self) -> TurnBrief:
         return TurnBrief.model_validate_json((self.folder / BRIEF_FILE).read_bytes())

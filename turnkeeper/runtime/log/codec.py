@@ -97,6 +97,16 @@ class StreamCodec(Generic[StateT, EventT]):
         )
 
     def decode_event(self, record: EventRecord) -> EventT:
+        payload = self.current_payload(record)
+        try:
+            return self.event_adapter.validate_json(payload)
+        except ValidationError as exc:
+            raise _undecodable(record, exc.error_count()) from exc
+
+    def current_payload(self, record: EventRecord) -> str:
+        """The record's payload in its event's current shape, not decoded: as stored, or
+        upcast (turnkeeper/kernel/upcast.py) when it was written in an older shape.
+        ``FAILED_PRECONDITION`` for a schema version this code does not read."""
         versions = self.supported_versions.get(record.type)
         if versions is None or record.schema_version not in versions:
             raise FailedPrecondition(
@@ -105,20 +115,12 @@ class StreamCodec(Generic[StateT, EventT]):
                 reason="unsupported_schema_version",
                 details={"stream_id": record.stream_id, "seq": record.seq, "type": record.type},
             )
+        if not needs_upcast(record.type, record.schema_version):
+            return record.payload
         try:
-            payload = record.payload
-            # Upcast hook: an event of an older shape is brought to the current one
-            # first (turnkeeper/kernel/upcast.py); a current event is read as stored.
-            if needs_upcast(record.type, record.schema_version):
-                payload = upcast_payload(payload)
-            return self.event_adapter.validate_json(payload)
-        except ValueError as exc:  # a ValidationError, or an upcaster's refusal
-            errors = exc.error_count() if isinstance(exc, ValidationError) else 1
-            raise DataLoss(
-                f"{record.stream_id}#{record.seq}: event does not decode ({errors} errors)",
-                reason="undecodable_event",
-                details={"stream_id": record.stream_id, "seq": record.seq},
-            ) from exc
+            return upcast_payload(record.payload)
+        except ValueError as exc:  # the upcaster's refusal
+            raise _undecodable(record, 1) from exc
 
     def encode_state(self, state: StateT) -> str:
         return state.__pydantic_serializer__.to_json(state).decode()
@@ -141,6 +143,14 @@ class StreamCodec(Generic[StateT, EventT]):
 
     def fold_records(self, records: Sequence[EventRecord]) -> StateT:
         return self.fold_events(self.decode_event(r) for r in records)
+
+
+def _undecodable(record: EventRecord, errors: int) -> DataLoss:
+    return DataLoss(
+        f"{record.stream_id}#{record.seq}: event does not decode ({errors} errors)",
+        reason="undecodable_event",
+        details={"stream_id": record.stream_id, "seq": record.seq},
+    )
 
 
 def state_of(codec: StreamCodec[StateT, EventT], projection: Projection) -> StateT:

@@ -86,10 +86,25 @@ class GoalService:
     # --- reads ---------------------------------------------------------------
 
     def load(self, goal_id: str) -> GoalState:
-        state, _ = self._load_with_head(goal_id)
+        state, _ = self.load_at_head(goal_id)
+        return state
+
+    def load_at_head(self, goal_id: str) -> tuple[GoalState, int]:
+        """The goal's state and the seq of its stream's last event folded into it."""
+        state, head = self._load_with_head(goal_id)
         if state is None:
             raise NotFound(f"goal {goal_id!r} not found", reason="goal_not_found")
-        return state
+        return state, head
+
+    def event_texts(self, goal_id: str, after_seq: int, upto_seq: int) -> list[str]:
+        """The JSON of the goal's events after ``after_seq`` up to ``upto_seq``, each in
+        its current shape, not decoded (what a turn's tool channel folds onto the
+        goal's snapshot: turnkeeper/tools/channel.py)."""
+        if upto_seq <= after_seq:
+            return []
+        stream = goal_stream(goal_id)
+        records = self._store.read_stream(stream, after_seq=after_seq, limit=upto_seq - after_seq)
+        return [GOAL_CODEC.current_payload(r) for r in records if r.seq <= upto_seq]
 
     def goal_of(self, entity_id: str, expected_kind: str | None = None) -> str:
         """The goal that owns a todo, gate, monitor or evidence id."""

@@ -25,7 +25,7 @@ from turnkeeper.runtime.turn.brief import AgentLimits, build_brief
 from turnkeeper.runtime.turn.writeback import claim_owner
 from turnkeeper.runtime.workspaces.workspace import workspace_path
 from turnkeeper.tools.calls import TOOL_NAMES, merge_calls
-from turnkeeper.tools.channel import ChannelTurn, ToolChannels
+from turnkeeper.tools.channel import ChannelTurn, GoalHistory, ToolChannels
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ class AgentSide:
         channels = self.channels
         if channels is None:
             return None
-        goal = self.goals.load(session.goal_id)
+        goals, goal_id = self.goals, session.goal_id
+        goal, head = goals.load_at_head(goal_id)
         todo = goal.todos.get(envelope.todo_id) if envelope.todo_id else None
         turn = ChannelTurn(
             turn_id=envelope.turn_id,
@@ -93,7 +94,10 @@ class AgentSide:
             claim_epoch=todo.claim.epoch if todo is not None and todo.claim else None,
             workspace=workspace_path(session.workspace),
         )
-        return channels.open(turn, brief, goal)
+        # The channel folds the goal's events since its snapshot of the goal, read only
+        # when it has one to fold them onto.
+        history = GoalHistory(head, lambda after: goals.event_texts(goal_id, after, head))
+        return channels.open(turn, brief, goal, history)
 
     def with_tool_calls(self, envelope: TurnEnvelope, outcome: HostOutcome) -> HostOutcome:
         """The outcome with the tool calls of the turn's agent in its result. The channel
