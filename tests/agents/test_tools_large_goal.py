@@ -48,7 +48,9 @@ RULES = [
 def _channels(project: UserProject) -> list[Path]:
     """The turns' channel folders, oldest first."""
     folders = (project.root / ".turnkeeper" / "turns").glob("turn-*")
-    return sorted(folders, key=lambda f: json.loads((f / "turn.json").read_text())["opened_at"])
+    return sorted(
+        folders, key=lambda f: json.loads((f / "channel.json").read_text())["turn"]["opened_at"]
+    )
 
 
 @pytest.mark.parametrize("cli", ["codex", "claude"])

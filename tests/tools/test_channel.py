@@ -21,7 +21,12 @@ from turnkeeper.hosts.base import TOOLS_DIR_ENV, TOOLS_TOKEN_ENV
 from turnkeeper.kernel.model import GoalState
 from turnkeeper.tools import channel as channel_module
 from turnkeeper.tools.calls import TOOL_NAMES, TodoDoneCall
-from turnkeeper.tools.channel import ChannelTurn, ToolChannels, attach, parse_journal
+from turnkeeper.tools.channel import (
+    ChannelFile,
+    ToolChannels,
+    attach,
+    parse_journal,
+)
 
 
 def _mode(path: Path) -> int:
@@ -39,15 +44,10 @@ def test_open_writes_the_turn_its_goal_brief_and_token_hash(tmp_path: Path) -> N
     folder = opened.folder
     # The folder and every parent it made are private; its files too.
     assert [_mode(p) for p in (tmp_path / "state", root, folder)] == [0o700] * 3
-    assert {p.name for p in folder.iterdir()} == {
-        "turn.json",
-        "goal.json",
-        "brief.json",
-        "token.sha256",
-        "calls.jsonl",
-    }
+    assert {p.name for p in folder.iterdir()} == {"channel.json", "goal.json", "calls.jsonl"}
     assert all(_mode(p) == 0o600 for p in folder.iterdir())
-    assert ChannelTurn.model_validate_json((folder / "turn.json").read_bytes()) == opened.turn
+    written = ChannelFile.model_validate_json((folder / "channel.json").read_bytes())
+    assert (written.turn, written.brief) == (opened.turn, brief())
     assert GoalState.model_validate_json((folder / "goal.json").read_bytes()) == goal
     server = opened.server
     assert server.command == [sys.executable, "-m", "turnkeeper.cli.main", "mcp"]
@@ -55,8 +55,7 @@ def test_open_writes_the_turn_its_goal_brief_and_token_hash(tmp_path: Path) -> N
     assert server.env[TOOLS_DIR_ENV] == str(folder)
     token = server.env[TOOLS_TOKEN_ENV]
     # Only the token's hash is on disk.
-    digest = (folder / "token.sha256").read_text()
-    assert digest == hashlib.sha256(token.encode()).hexdigest()
+    assert written.token_sha256 == hashlib.sha256(token.encode()).hexdigest()
     assert token not in "".join(p.read_text() for p in folder.iterdir())
     channel = attach(server.env)
     assert channel.turn == opened.turn
@@ -188,7 +187,7 @@ def test_open_keeps_the_newest_channels_and_only_deletes_closed_ones(tmp_path: P
         turn_id = f"turn-{n}"
         channels.open(turn(tmp_path, turn_id), brief(turn_id), goal)
         # Distinct opening times, oldest first, whatever the file system's resolution.
-        os.utime(root / turn_id / "turn.json", (1_000_000 + n, 1_000_000 + n))
+        os.utime(root / turn_id / "channel.json", (1_000_000 + n, 1_000_000 + n))
         if n != 1:
             channels.close(turn_id)
     (root / "not-a-channel").mkdir()

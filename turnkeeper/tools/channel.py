@@ -1,10 +1,11 @@
 """A turn's tool channel: the folder through which one turn's agent reaches its tools.
 
 The control plane opens a channel when a turn starts (:meth:`ToolChannels.open`): a
-folder ``<root>/<turn id>/`` (0700) holding what the tools read — the turn
-(``turn.json``), the goal as it stood when the turn started (``goal.json`` and
-``goal_events.json``, see below), the brief (``brief.json``) — and the sha256 of a
-fresh capability token (``token.sha256``). The
+folder ``<root>/<turn id>/`` (0700) holding what the tools read — the goal as it stood
+when the turn started (``goal.json`` and ``goal_events.json``, see below), and, written
+last, ``channel.json``: the turn, its brief and the sha256 of a fresh capability token
+(one file, not three: on some disks creating a file costs more than the rest of a
+short write, and a turn's channel is made and removed for every turn). The
 token itself goes only into the environment of the turn's tool server
 (:data:`~turnkeeper.hosts.base.TOOLS_TOKEN_ENV`), next to the folder's path
 (:data:`~turnkeeper.hosts.base.TOOLS_DIR_ENV`).
@@ -73,6 +74,7 @@ __all__ = [
     "KEEP_CHANNELS",
     "TOOL_NAMES",
     "Channel",
+    "ChannelFile",
     "ChannelTurn",
     "GoalHistory",
     "JournaledCalls",
@@ -83,13 +85,13 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-CHANNEL_VERSION: Final = 1
+CHANNEL_VERSION: Final = 2
 #: Channel folders kept under a root; older closed ones are deleted on open.
 KEEP_CHANNELS: Final = 200
 # How far below KEEP_CHANNELS a prune goes: the walk over the channels comes that rarely.
 PRUNE_SLACK: Final = 50
 
-TURN_FILE: Final = "turn.json"
+CHANNEL_FILE: Final = "channel.json"
 GOAL_FILE: Final = "goal.json"
 GOAL_EVENTS_FILE: Final = "goal_events.json"
 # The goals' shared snapshots, under the root: a hidden name no turn id takes.
@@ -102,8 +104,6 @@ SNAPSHOT_BYTES_PER_EVENT: Final = 16 * 1024
 WHOLE_BELOW_BYTES: Final = 64 * 1024
 # Goals whose snapshot a ToolChannels remembers; one it forgot gets a new snapshot.
 _REMEMBERED_SNAPSHOTS: Final = 256
-BRIEF_FILE: Final = "brief.json"
-TOKEN_FILE: Final = "token.sha256"
 CALLS_FILE: Final = "calls.jsonl"
 CLOSED_FILE: Final = "closed"
 
@@ -125,11 +125,10 @@ def _folder_name(turn_id: str) -> str:
 
 
 class ChannelTurn(BaseModel):
-    """The turn a channel serves, as its tools need to know it (``turn.json``)."""
+    """The turn a channel serves, as its tools need to know it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: Literal[1] = CHANNEL_VERSION
     # The folder's name: one path component (see _folder_name).
     turn_id: Annotated[str, AfterValidator(_folder_name)]
     session_id: str = Field(min_length=1)
@@ -141,6 +140,19 @@ class ChannelTurn(BaseModel):
     claim_epoch: int | None = None
     workspace: Path
     opened_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class ChannelFile(BaseModel):
+    """``channel.json``: the turn, its brief, and the sha256 of the turn's capability
+    token. Written last: it is what makes a folder a channel, and a server holding the
+    token finds every other file in place."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[2] = CHANNEL_VERSION
+    turn: ChannelTurn
+    brief: TurnBrief
+    token_sha256: str
 
 
 @dataclass(frozen=True)
@@ -296,14 +308,13 @@ class ToolChannels:
             )
         _make_private_dirs(folder)
         token = secrets.token_hex(32)
-        write_atomic(folder / TURN_FILE, turn.model_dump_json().encode())
         self._write_goal(folder, turn.goal_id, goal, history)
-        write_atomic(folder / BRIEF_FILE, brief.model_dump_json().encode())
         calls = folder / CALLS_FILE
         if not calls.exists():
             os.close(os.open(calls, os.O_WRONLY | os.O_CREAT, _PRIVATE_FILE))
         # The token last: a server holding it finds every other file in place.
-        write_atomic(folder / TOKEN_FILE, _sha256(token).encode())
+        written = ChannelFile(turn=turn, brief=brief, token_sha256=_sha256(token))
+        write_atomic(folder / CHANNEL_FILE, written.model_dump_json().encode())
         self._prune(keep=folder)
         return ToolServer(
             command=[sys.executable, "-m", "turnkeeper.cli.main", "mcp"],
@@ -401,7 +412,7 @@ class ToolChannels:
 
     def _prune(self, keep: Path) -> None:
         """Delete the oldest closed channels beyond ``self.keep`` (by when each was opened).
-        Only folders holding a channel's ``turn.json`` count: nothing else is touched.
+        Only folders holding a ``channel.json`` count: nothing else is touched.
 
         Run at every open, so it costs one directory listing while the root holds no
         more than ``keep`` entries, and walks the channels only past that — then down
@@ -418,7 +429,7 @@ class ToolChannels:
             return
         channels: list[tuple[float, Path]] = []
         for entry in self.root.iterdir():  # bounded: the root's entries
-            turn_file = entry / TURN_FILE
+            turn_file = entry / CHANNEL_FILE
             if entry.is_symlink() or not entry.is_dir():
                 continue
             try:
@@ -481,10 +492,11 @@ def _gone_is_fine(
 class Channel:
     """A channel a call was admitted to (by :func:`attach`)."""
 
-    def __init__(self, folder: Path, turn: ChannelTurn, token_digest: str) -> None:
+    def __init__(self, folder: Path, written: ChannelFile) -> None:
         self.folder = folder
-        self.turn = turn
-        self._token_digest = token_digest
+        self.turn = written.turn
+        self._brief = written.brief
+        self._token_digest = written.token_sha256
 
     def goal(self) -> GoalState:
         """The goal as it stood when the turn started: its snapshot with the events
@@ -508,7 +520,8 @@ class Channel:
         return state
 
     def brief(self) -> TurnBrief:
-        return TurnBrief.model_validate_json((self.folder / BRIEF_FILE).read_bytes())
+        """The turn's brief, as the channel held it when this call was admitted."""
+        return self._brief
 
     def read(self) -> JournaledCalls:
         with _locked(self.folder / CALLS_FILE, fcntl.LOCK_SH) as fd:
@@ -574,19 +587,23 @@ def attach(env: Mapping[str, str]) -> Channel:
             reason="no_channel",
         )
     folder = Path(where)
-    try:
-        expected = (folder / TOKEN_FILE).read_text().strip()
-        turn = ChannelTurn.model_validate_json((folder / TURN_FILE).read_bytes())
-    except (OSError, ValidationError):
-        raise PermissionDenied(
-            f"no turnkeeper tool channel at {folder}", reason="no_channel"
-        ) from None
+    written = _read_channel_file(folder)
+    if written is None:
+        raise PermissionDenied(f"no turnkeeper tool channel at {folder}", reason="no_channel")
     token = env.get(TOOLS_TOKEN_ENV, "")
-    digest = _sha256(token)
-    if not token or not hmac.compare_digest(digest, expected):
-        raise _not_this_turn(turn.turn_id)
-    _refuse_if_closed(folder, turn.turn_id)
-    return Channel(folder, turn, digest)
+    if not token or not hmac.compare_digest(_sha256(token), written.token_sha256):
+        raise _not_this_turn(written.turn.turn_id)
+    _refuse_if_closed(folder, written.turn.turn_id)
+    return Channel(folder, written)
+
+
+def _read_channel_file(folder: Path) -> ChannelFile | None:
+    """The folder's ``channel.json``; None when it is not there or not one this version
+    reads."""
+    try:
+        return ChannelFile.model_validate_json((folder / CHANNEL_FILE).read_bytes())
+    except (OSError, ValidationError):
+        return None
 
 
 def _not_this_turn(turn_id: str) -> PermissionDenied:
@@ -599,9 +616,6 @@ def _not_this_turn(turn_id: str) -> PermissionDenied:
 
 
 def _refuse_unless_token(folder: Path, turn_id: str, digest: str) -> None:
-    try:
-        expected = (folder / TOKEN_FILE).read_text().strip()
-    except OSError:
-        raise _not_this_turn(turn_id) from None
-    if not hmac.compare_digest(digest, expected):
+    written = _read_channel_file(folder)
+    if written is None or not hmac.compare_digest(digest, written.token_sha256):
         raise _not_this_turn(turn_id)
