@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,11 @@ from tests.tools.support import brief
 from turnkeeper.errors import DataLoss
 from turnkeeper.hosts import TurnRequest
 from turnkeeper.hosts.base import TOOLS_DIR_ENV
-from turnkeeper.kernel import GoalState
+from turnkeeper.kernel import GoalState, fold_goal
 from turnkeeper.kernel.proposals import AddTodo, CreateGoal, TodoSpec
 from turnkeeper.kernel.session import ProgressPolicy
 from turnkeeper.runtime.control.controller import Controller, ControllerConfig
-from turnkeeper.runtime.services.goals import GoalService
+from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream
 from turnkeeper.runtime.services.sessions import SessionService
 from turnkeeper.store import SqlEventStore
 from turnkeeper.tools.channel import (
@@ -146,6 +147,39 @@ def test_a_snapshot_another_controller_replaced_is_written_again(
     assert os.path.samefile(second.folder / GOAL_FILE, again)
     assert not (second.folder / GOAL_EVENTS_FILE).exists()
     assert _same(second.goal(), goals.load(GOAL))
+
+
+def test_sessions_threads_opening_channels_at_once_each_read_their_turns_goal(
+    goals: GoalService, store: SqlEventStore, tmp_path: Path
+) -> None:
+    """The controller's session threads share one ToolChannels: opens racing over one
+    goal's snapshot (one thread replacing the snapshot another is about to link) each
+    still give their tools the goal at their own head."""
+    channels = ToolChannels(tmp_path / "turns")
+    opened: list[tuple[int, Opened]] = []
+
+    def work(thread: int) -> None:
+        for n in range(6):  # bounded: six turns a thread
+            _add(goals, 1, f"th{thread}-{n}-")
+            head = goals.load_at_head(GOAL)[1]
+            opened.append((head, _open(channels, goals, f"turn-{thread}-{n}", tmp_path)))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(opened) == 24
+    records = store.read_stream(goal_stream(GOAL))
+    for head, channel in opened:
+        read = channel.goal()
+        # Every event of this goal adds one todo (the goal's creation aside): the goal
+        # the tools read is the one at seq len(todos) + 1, at the turn's head or later
+        # (another thread may have written between the head and the open).
+        seq = len(read.todos) + 1
+        assert seq >= head
+        folded = fold_goal(GOAL_CODEC.decode_event(r) for r in records[:seq])
+        assert _same(read, folded)
 
 
 def test_a_small_goal_is_written_whole(store: SqlEventStore, tmp_path: Path) -> None:

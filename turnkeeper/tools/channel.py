@@ -51,6 +51,7 @@ import re
 import secrets
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -269,9 +270,11 @@ class ToolChannels:
         # the last walk could not remove (open channels, other entries) plus a slack.
         self._walk_above = 0
         # The snapshot this object last wrote of each goal, by goal id (at most
-        # _REMEMBERED_SNAPSHOTS, the oldest forgotten first). A snapshot gone from disk
-        # (another controller replaced it) is found when it cannot be linked.
+        # _REMEMBERED_SNAPSHOTS, the oldest forgotten first), under its lock: the
+        # sessions' threads open channels at once. A snapshot gone from disk (another
+        # controller or thread replaced it) is found when it cannot be linked.
         self._snapshots: dict[str, _Snapshot] = {}
+        self._snapshots_lock = threading.Lock()
 
     def path(self, turn_id: str) -> Path:
         return self.root / turn_id
@@ -331,7 +334,8 @@ class ToolChannels:
         target = folder / GOAL_FILE
         events = folder / GOAL_EVENTS_FILE
         if history is not None:
-            snapshot = self._snapshots.get(goal_id)
+            with self._snapshots_lock:
+                snapshot = self._snapshots.get(goal_id)
             if (
                 snapshot is not None
                 and _still_serves(snapshot, history.head_seq)
@@ -363,10 +367,11 @@ class ToolChannels:
                 with contextlib.suppress(FileNotFoundError):  # another controller's prune
                     os.unlink(directory / entry)
         snapshot = _Snapshot(seq=seq, path=path, chars=len(data))
-        self._snapshots.pop(goal_id, None)
-        self._snapshots[goal_id] = snapshot
-        while len(self._snapshots) > _REMEMBERED_SNAPSHOTS:  # bounded: one over at most
-            del self._snapshots[next(iter(self._snapshots))]
+        with self._snapshots_lock:
+            self._snapshots.pop(goal_id, None)
+            self._snapshots[goal_id] = snapshot
+            while len(self._snapshots) > _REMEMBERED_SNAPSHOTS:  # bounded: one over at most
+                del self._snapshots[next(iter(self._snapshots))]
         return snapshot
 
     def close(self, turn_id: str) -> JournaledCalls:
