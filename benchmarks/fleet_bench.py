@@ -72,12 +72,11 @@ from benchmarks._common import (
 from benchmarks.pyspy_summary import render_pyspy, summarise
 from benchmarks.real_run import (
     PROFILE_RATE_HZ,
-    RunProcess,
     cpu_between,
     finished,
     make_project,
-    profile_phases,
     profiler_available,
+    started_run,
     working_host,
 )
 from benchmarks.turn_log import cycles_in, gaps_in, median, read_turns, steady_window, steps_in
@@ -184,9 +183,9 @@ def run_fleet(
     args = ["--json", "--concurrency", str(sessions), "--max-turns", str(turns)]
     args += ["--idle-turns", "1000000"]
     timeout_s = 120 + settings.rounds * 60
-    run = RunProcess(project.root, args, work / "run", profile="first_round" if profile else None)
-    if profile:
-        profile_phases(run, project.database, sessions, timeout_s)
+    run = started_run(
+        project, args, work / "run", profile=profile, sessions=sessions, timeout_s=timeout_s
+    )
     outcome = finished(run.wait(timeout_s=timeout_s), run, turns)
     log = read_turns(project.database)
     window = steady_window(log)

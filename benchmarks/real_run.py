@@ -386,6 +386,26 @@ class RunProcess:
         return f"--- stdout\n{out}\n--- stderr\n{err}"
 
 
+def started_run(
+    project: Project,
+    args: list[str],
+    logs: Path,
+    *,
+    profile: bool,
+    sessions: int,
+    timeout_s: float,
+    code: Path | None = None,
+) -> RunProcess:
+    """``turnkeeper run args`` started in the project; ``profile``: under py-spy, its
+    steady turns in the phase ``steady`` (:func:`profile_phases`, which this waits for)."""
+    run = RunProcess(
+        project.root, args, logs, profile="first_round" if profile else None, code=code
+    )
+    if profile:
+        profile_phases(run, project.database, sessions, timeout_s)
+    return run
+
+
 def profile_phases(run: RunProcess, database: Path, sessions: int, timeout_s: float) -> None:
     """Profile ``run`` in two phases: ``first_round`` from its start (it must have been
     started with ``profile="first_round"``) and ``steady`` from the moment every one of

@@ -80,12 +80,11 @@ from benchmarks.pyspy_summary import render_pyspy, summarise
 from benchmarks.real_run import (
     PROFILE_RATE_HZ,
     Project,
-    RunProcess,
     cpu_between,
     finished,
     make_project,
-    profile_phases,
     profiler_available,
+    started_run,
     working_host,
 )
 from benchmarks.turn_bench import TURN, TurnPeer
@@ -221,10 +220,15 @@ class RealTurns:
         output = [] if lines else ["--json"]
         args = [*output, "--max-turns", str(turns), "--idle-turns", "1000000"]
         logs = self.work / f"run-{self.runs}"
-        profiled = "first_round" if profile else None
-        run = RunProcess(self.project.root, args, logs, profile=profiled, code=self.code)
-        if profile:
-            profile_phases(run, self.project.database, 1, 60 + turns)
+        run = started_run(
+            self.project,
+            args,
+            logs,
+            profile=profile,
+            sessions=1,
+            timeout_s=60 + turns,
+            code=self.code,
+        )
         outcome = run.wait(timeout_s=60 + turns)
         self.profiles = outcome.profiles
         log = read_turns(self.project.database)

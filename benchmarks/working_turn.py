@@ -34,11 +34,10 @@ from pathlib import Path
 from benchmarks._common import Say
 from benchmarks.real_run import (
     Project,
-    RunProcess,
     cpu_between,
     finished,
     make_project,
-    profile_phases,
+    started_run,
     working_host,
 )
 from benchmarks.turn_log import read_turns, steady_window, steps_in
@@ -109,10 +108,9 @@ class WorkingTurns:
         project = self.pristine.restore()
         args = ["--json", "--max-turns", str(turns), "--idle-turns", "1000000"]
         logs = self.work / f"run-{self.runs}"
-        profiled = "first_round" if profile else None
-        run = RunProcess(project.root, args, logs, profile=profiled, code=self.code)
-        if profile:
-            profile_phases(run, project.database, 1, 60 + turns)
+        run = started_run(
+            project, args, logs, profile=profile, sessions=1, timeout_s=60 + turns, code=self.code
+        )
         outcome = finished(run.wait(timeout_s=60 + turns), run, turns)
         self.profiles = outcome.profiles
         log = read_turns(project.database)

@@ -41,7 +41,6 @@ written whole into the channel, as is any goal where no hard link can be made.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -191,7 +190,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     """``path`` holds ``data`` whole (0600): a temporary file renamed over it. Not
     fsync'd: see the module's note (a turn opens a channel; four fsyncs each time
     cost more than the rest of a short turn)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = _temporary(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _PRIVATE_FILE)
     try:
         view = memoryview(data)
@@ -200,6 +199,12 @@ def write_atomic(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def _temporary(path: Path) -> Path:
+    """A name beside ``path`` for what is renamed over it: hidden, and this process's
+    own (two controllers may write one shared snapshot at once)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
 def _make_private_dirs(path: Path) -> None:
@@ -346,8 +351,7 @@ class ToolChannels:
                 return
         data = goal.model_dump_json().encode()
         # A re-opened channel's events were folded onto the goal it held before.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(events)
+        events.unlink(missing_ok=True)
         if history is not None and len(data) >= WHOLE_BELOW_BYTES:
             snapshot = self._new_snapshot(goal_id, data, history.head_seq)
             if _linked(snapshot.path, target):
@@ -364,8 +368,8 @@ class ToolChannels:
         write_atomic(path, data)
         for entry in os.listdir(directory):  # bounded: this goal's snapshots
             if entry != path.name and entry.endswith(".json"):
-                with contextlib.suppress(FileNotFoundError):  # another controller's prune
-                    os.unlink(directory / entry)
+                # Gone already: another controller's newer snapshot removed it.
+                (directory / entry).unlink(missing_ok=True)
         snapshot = _Snapshot(seq=seq, path=path, chars=len(data))
         with self._snapshots_lock:
             self._snapshots.pop(goal_id, None)
@@ -461,7 +465,7 @@ def _still_serves(snapshot: _Snapshot, head_seq: int) -> bool:
 def _linked(source: Path, target: Path) -> bool:
     """Whether ``target`` is now a hard link to ``source`` (replacing what it held); False
     when ``source`` is gone or this filesystem makes no hard link there."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = _temporary(target)
     try:
         os.link(source, tmp)
     except OSError:  # gone, or no hard links here (EPERM, EXDEV, EMLINK)

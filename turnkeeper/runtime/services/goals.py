@@ -103,8 +103,9 @@ class GoalService:
         if upto_seq <= after_seq:
             return []
         stream = goal_stream(goal_id)
+        # A stream's seqs run without gaps: the limit ends the read at ``upto_seq``.
         records = self._store.read_stream(stream, after_seq=after_seq, limit=upto_seq - after_seq)
-        return [GOAL_CODEC.current_payload(r) for r in records if r.seq <= upto_seq]
+        return [GOAL_CODEC.current_payload(r) for r in records]
 
     def goal_of(self, entity_id: str, expected_kind: str | None = None) -> str:
         """The goal that owns a todo, gate, monitor or evidence id."""
