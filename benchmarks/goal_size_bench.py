@@ -22,6 +22,10 @@ by side in one run:
   workspace, the outcome, the snapshot) — in a process that holds the goal
   (:class:`benchmarks._common.TurnLoop`, the in-process turn of ``turn_bench``); the
   session works the goal's first todo, which its turns never finish;
+* **the agent's `goal` tool**: in one more turn of each round, the host (in process)
+  calls the turn's ``goal`` tool twice through :class:`~turnkeeper.tools.service.ToolService`,
+  as the tool server an agent CLI starts for the turn calls it: the *first* call of
+  the turn's server, and a *later* one (what an agent waits for each time it asks);
 * **show the goal**: ``Project.goals.show`` on a freshly opened project (a cold read,
   as ``goal show`` is);
 * **status**: ``Project.status()`` on a freshly opened project;
@@ -64,7 +68,10 @@ from benchmarks._common import (
     table_console,
     timed,
 )
+from benchmarks.noop_host import NoopHost
 from turnkeeper import Project
+from turnkeeper.hosts import TurnRequest
+from turnkeeper.hosts.base import Emit
 from turnkeeper.kernel.decide import decide_goal
 from turnkeeper.kernel.events import GoalEvent
 from turnkeeper.kernel.model import GoalState
@@ -81,6 +88,7 @@ from turnkeeper.runtime.log.streams import decide_and_append
 from turnkeeper.runtime.services.goal_pages import page_of
 from turnkeeper.runtime.services.goals import GOAL_CODEC, GoalService, goal_stream, index_entries
 from turnkeeper.store import EventStore, open_store
+from turnkeeper.tools.service import ToolService
 
 GOAL = "g-size"
 TURNS_PER_ROUND = 5
@@ -112,6 +120,8 @@ class Size:
     warm_add_todo_ms: list[float] = field(default_factory=list)
     warm_record_evidence_ms: list[float] = field(default_factory=list)
     turn_ms: list[float] = field(default_factory=list)
+    first_tool_ms: list[float] = field(default_factory=list)
+    later_tool_ms: list[float] = field(default_factory=list)
     show_ms: list[float] = field(default_factory=list)
     status_ms: list[float] = field(default_factory=list)
 
@@ -122,6 +132,8 @@ class Size:
             "warm_add_todo_ms": statistics.median(self.warm_add_todo_ms),
             "warm_record_evidence_ms": statistics.median(self.warm_record_evidence_ms),
             "turn_ms": statistics.median(self.turn_ms),
+            "first_tool_ms": statistics.median(self.first_tool_ms),
+            "later_tool_ms": statistics.median(self.later_tool_ms),
             "show_ms": statistics.median(self.show_ms),
             "status_ms": statistics.median(self.status_ms),
         }
@@ -186,12 +198,34 @@ def _relied_on(evidence_id: str) -> Iterator[GoalProposal]:
     yield CompleteTodo(todo_id="relies", fence=fence, evidence_ids=[evidence_id])
 
 
+class ToolCallingHost(NoopHost):
+    """The no-op turn, whose agent, while ``calling`` is set, calls the turn's ``goal``
+    tool twice (in this process, as the tool server would) and keeps how long each took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calling = False
+        self.calls_ms: list[tuple[float, float]] = []
+
+    def _reply(self, request: TurnRequest, emit: Emit) -> dict[str, Any]:
+        if self.calling and request.tools is not None:
+            tools = ToolService(request.tools.env)
+            self.calls_ms.append((_timed_ms(tools.goal), _timed_ms(tools.goal)))
+        return super()._reply(request, emit)
+
+
 def _turn_loop(root: Path, todos: int, evidence: int) -> TurnLoop:
     """A session on a goal of the size, in a store of its own beside the project: the
     loop's goal starts with the todo its turns work, then grows like the project's."""
     workspace = git_workspace(root / "turn-ws")
     # Each turn opens its tool channel, as every turn of ``run`` does.
-    loop = TurnLoop(open_store(root / "turns.db"), workspace, "size", tools_dir=root / "turns")
+    loop = TurnLoop(
+        open_store(root / "turns.db"),
+        workspace,
+        "size",
+        ToolCallingHost(),
+        tools_dir=root / "turns",
+    )
     _grow(loop.store, loop.goal_id, _todos(todos - 1, "t"))
     _grow(loop.store, loop.goal_id, _evidence(evidence, "e"))
     if evidence:
@@ -225,6 +259,16 @@ def _round(size: Size, root: Path, warm: Project, loop: TurnLoop, n: int) -> Non
     # the write alone, not a conflict and a read of the whole goal.
     warm.goals.show(GOAL)
     size.turn_ms += [us / 1000 for us in timed(loop.step, TURNS_PER_ROUND)]
+    host = loop.host
+    assert isinstance(host, ToolCallingHost)
+    host.calling = True
+    try:
+        loop.step()  # its tool calls are timed, not the turn
+    finally:
+        host.calling = False
+    first, later = host.calls_ms.pop()
+    size.first_tool_ms.append(first)
+    size.later_tool_ms.append(later)
     size.warm_add_todo_ms.append(
         _timed_ms(lambda: warm.todos.add(GOAL, f"One more todo {n}", todo_id=f"w{n}"))
     )
@@ -297,6 +341,8 @@ def render(results: dict[str, Any], console: Console) -> None:
         "add a todo (warm)",
         "record evidence (warm)",
         "a turn (warm)",
+        "goal tool (first)",
+        "goal tool (later)",
         "goal show",
         "status",
     )
@@ -317,6 +363,8 @@ def render(results: dict[str, Any], console: Console) -> None:
             cell("warm_add_todo_ms"),
             cell("warm_record_evidence_ms"),
             cell("turn_ms"),
+            cell("first_tool_ms"),
+            cell("later_tool_ms"),
             cell("show_ms"),
             cell("status_ms"),
         )
