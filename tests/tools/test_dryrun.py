@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.tools.support import Opened, claimed_goal, open_channel
-from turnkeeper.errors import InvalidArgument
+from tests.tools.support import Opened, apply, claimed_goal, open_channel
+from turnkeeper.errors import DataLoss, InvalidArgument
 from turnkeeper.kernel.model import GoalState, VisionStatus
+from turnkeeper.kernel.proposals import AddTodo, ClaimTodo, CompleteTodo, Fence, TodoSpec
 from turnkeeper.tools.calls import (
     AddTodoCall,
     MeetCriterionCall,
@@ -18,6 +20,7 @@ from turnkeeper.tools.calls import (
     RecordEvidenceCall,
     VisionCheckpointCall,
 )
+from turnkeeper.tools.dryrun import VIEW_LISTED
 from turnkeeper.tools.service import ToolService
 
 FAILING = "for i in $(seq 1 50); do echo line $i; done; echo 'AssertionError: 2 != 3'; exit 1"
@@ -180,3 +183,54 @@ def test_two_servers_of_one_turn_number_their_calls_in_turn(tmp_path: Path) -> N
     assert [c.seq for c in calls.calls] == list(range(16))
     ids = {c.todo_id for c in calls.calls if isinstance(c, AddTodoCall)}
     assert len(ids) == 16
+
+
+def _large_goal(done: int, unfinished: int) -> GoalState:
+    """The claimed goal with ``done`` finished todos after t1, then ``unfinished`` open."""
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    state = claimed_goal(required_evidence=())
+    lease = now + timedelta(hours=1)
+    for n in range(done):
+        state = apply(state, AddTodo(todo=TodoSpec(todo_id=f"d{n}", title=f"done {n}")), now)
+        state = apply(state, ClaimTodo(todo_id=f"d{n}", owner="other", lease_expires_at=lease), now)
+        fence = Fence(owner="other", epoch=1)
+        state = apply(state, CompleteTodo(todo_id=f"d{n}", fence=fence), now)
+    for n in range(unfinished):
+        state = apply(state, AddTodo(todo=TodoSpec(todo_id=f"o{n}", title=f"open {n}")), now)
+    return state
+
+
+def test_the_goal_view_lists_the_turns_todos_then_the_unfinished_then_the_latest_done(
+    tmp_path: Path,
+) -> None:
+    # More todos than the view lists, the unfinished ones last in goal order: the agent
+    # sees its own todo, the todo it just added, every unfinished one, and then the
+    # latest finished ones, not the oldest of the goal's todos.
+    _, tools = _tools(tmp_path, goal=_large_goal(done=40, unfinished=5))
+    tools.add_todo("Write the docs", todo_id="docs")
+    lines = tools.goal().splitlines()
+    start = lines.index("Todos (6 open, 1 claimed, 40 done):")
+    listed = lines[start + 1 : start + 1 + VIEW_LISTED]
+    latest_done = [f"d{n}" for n in range(39, 39 - (VIEW_LISTED - 7), -1)]
+    assert [line.split(":")[0] for line in listed] == [
+        f"- {todo}" for todo in ["t1", "docs", *(f"o{n}" for n in range(5)), *latest_done]
+    ]
+    assert lines[start + 1 + VIEW_LISTED] == f"- … and {47 - VIEW_LISTED} more, not listed"
+
+
+def test_a_tool_server_decodes_the_goal_once_for_all_its_calls(tmp_path: Path) -> None:
+    # A channel's goal files never change (a channel opened again gets a new token), so
+    # a server decodes them for its first call only: damaged after it, they are not read
+    # again by this server, while a new server of the turn meets the damage.
+    opened, tools = _tools(tmp_path)
+    assert "- t1: Write the tokenizer — claimed (this turn's todo)" in tools.goal()
+    (opened.folder / "goal.json").write_bytes(b"{not a goal")
+    assert "todo `turn-0001-todo-0`: journaled;" in tools.add_todo("Write the docs")
+    assert "- turn-0001-todo-0: Write the docs — open" in tools.goal()
+    with pytest.raises(DataLoss) as damaged:
+        ToolService(opened.server.env).goal()
+    assert damaged.value.reason == "unreadable_channel_goal"
+    (opened.folder / "goal.json").unlink()
+    with pytest.raises(DataLoss) as missing:
+        ToolService(opened.server.env).goal()
+    assert missing.value.reason == "unreadable_channel_goal"

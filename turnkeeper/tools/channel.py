@@ -509,7 +509,7 @@ class Channel:
 
     def goal(self) -> GoalState:
         """The goal as it stood when the turn started: its snapshot with the events
-        after it folded in (``DATA_LOSS`` when either does not decode)."""
+        after it folded in (``DATA_LOSS`` when either cannot be read or decoded)."""
         try:
             state = GoalState.model_validate_json((self.folder / GOAL_FILE).read_bytes())
             events = self.folder / GOAL_EVENTS_FILE
@@ -518,7 +518,7 @@ class Channel:
                 if events.exists()
                 else []
             )
-        except ValidationError:
+        except (OSError, ValidationError):  # gone or damaged since the channel was opened
             raise DataLoss(
                 f"turn {self.turn.turn_id}'s tool channel holds a goal this version cannot read",
                 reason="unreadable_channel_goal",

@@ -18,15 +18,15 @@ see. Nothing the agent is told depends on them: a criterion is met by an evidenc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from itertools import chain, islice
 
 from turnkeeper.errors import FailedPrecondition, TurnkeeperError
 from turnkeeper.kernel import GoalState, decide_goal, dependency_met, evolve_goal
 from turnkeeper.kernel.audit import missing_vision_checkpoints
-from turnkeeper.kernel.model import GateStatus, TodoStatus
+from turnkeeper.kernel.model import GateStatus, Todo, TodoStatus
 from turnkeeper.kernel.proposals import (
     AddTodo,
     CompleteTodo,
@@ -41,6 +41,7 @@ from turnkeeper.kernel.proposals import (
     checked_input,
 )
 from turnkeeper.tools.calls import (
+    AddTodoCall,
     RecordEvidenceCall,
     RequestEffectCall,
     TodoDoneCall,
@@ -50,10 +51,8 @@ from turnkeeper.tools.calls import (
 )
 from turnkeeper.tools.channel import ChannelTurn
 
-# Entries of one list the goal view shows; the rest are counted.
+# Todos the goal view lists; the rest are counted.
 VIEW_LISTED = 30
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -248,8 +247,34 @@ def answer(verdict: Verdict, result: Replay) -> str:
 # --- the goal as it stands -------------------------------------------------------------
 
 
-def _listed(items: list[_T]) -> tuple[list[_T], int]:
-    return items[:VIEW_LISTED], max(len(items) - VIEW_LISTED, 0)
+def _listed_todos(turn: ChannelTurn, state: GoalState, calls: Sequence[ToolCall]) -> Iterator[Todo]:
+    """The todos the view lists, most wanted first: this turn's todo, those this turn's
+    calls add, the other unfinished todos in goal order, then the finished ones, the
+    latest first.
+
+    Lazy and without a sort, so listing ``VIEW_LISTED`` of them costs the same on a goal
+    of 10,000 todos as of 10: the unfinished ones come from the goal's tally, and the
+    walk over every todo for the finished ones stops once the list is full.
+    """
+    first = [turn.todo_id] if turn.todo_id else []
+    first += [c.todo_id for c in calls if isinstance(c, AddTodoCall)]
+    unfinished = state.todo_tally().unfinished
+    ids = chain(
+        first,
+        (i for i in unfinished if i not in first),
+        (t for t in reversed(state.todos) if t not in unfinished and t not in first),
+    )
+    seen: set[str] = set()
+    for todo_id in ids:
+        todo = state.todos.get(todo_id)
+        if todo is not None and todo_id not in seen:  # a refused add is not in the goal
+            seen.add(todo_id)
+            yield todo
+
+
+def _todo_counts(state: GoalState) -> str:
+    counts = state.todo_tally().counts
+    return ", ".join(f"{counts[s]} {s.value}" for s in TodoStatus if counts.get(s))
 
 
 def goal_view(turn: ChannelTurn, result: Replay, calls: Sequence[ToolCall]) -> str:
@@ -261,10 +286,9 @@ def goal_view(turn: ChannelTurn, result: Replay, calls: Sequence[ToolCall]) -> s
         out.append(goal.objective)
     out.append("Acceptance criteria:")
     out += [f"- [{'x' if c.met else ' '}] {c.id}: {c.text}" for c in goal.criteria] or ["- (none)"]
-    todos, more = _listed(
-        sorted(state.todos.values(), key=lambda t: (t.id != turn.todo_id, t.created_at, t.id))
-    )
-    out.append("Todos:")
+    todos = list(islice(_listed_todos(turn, state, calls), VIEW_LISTED))
+    more = len(state.todos) - len(todos)
+    out.append(f"Todos ({_todo_counts(state)}):" if state.todos else "Todos:")
     for todo in todos:
         line = f"- {todo.id}: {todo.title} — {todo.status.value}"
         if todo.id == turn.todo_id:
@@ -280,7 +304,7 @@ def goal_view(turn: ChannelTurn, result: Replay, calls: Sequence[ToolCall]) -> s
         if todo.successor_of:
             line += f"; successor of {todo.successor_of}"
         out.append(line)
-    out += [f"- … and {more} more"] if more else []
+    out += [f"- … and {more} more, not listed"] if more else []
     if not state.todos:
         out.append("- (none)")
     gates = [g for g in state.gates.values() if g.status is GateStatus.OPEN]

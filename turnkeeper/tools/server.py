@@ -72,9 +72,8 @@ def tool(app: MCPServer[object]) -> Callable[[_Fn], _Fn]:
     return register
 
 
-def build_server(env: Mapping[str, str]) -> MCPServer[object]:
-    """The server for the turn ``env`` names (TURNKEEPER_TOOLS_DIR and _TOKEN)."""
-    tools = ToolService(env)
+def build_server(tools: ToolService) -> MCPServer[object]:
+    """The server of ``tools`` (the turn its environment names)."""
     app: MCPServer[object] = MCPServer(
         TOOLS_SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING"
     )
@@ -250,5 +249,6 @@ def build_server(env: Mapping[str, str]) -> MCPServer[object]:
 
 
 def serve(env: Mapping[str, str]) -> None:
-    """Serve the tools over stdio until the client closes stdin."""
-    build_server(env).run()
+    """Serve the tools of the turn ``env`` names (TURNKEEPER_TOOLS_DIR and _TOKEN) over
+    stdio until the client closes stdin."""
+    build_server(ToolService(env)).run()

@@ -16,6 +16,7 @@ never be accepted as made, so it is refused at once and not journaled.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
@@ -77,6 +78,25 @@ class ToolService:
     def __init__(self, env: Mapping[str, str], clock: Callable[[], datetime] = _utc_now) -> None:
         self._env = dict(env)
         self._clock = clock
+        # The channel's goal, decoded by the first call that needed it (see _goal_of).
+        self._goal: GoalState | None = None
+        self._goal_lock = threading.Lock()
+
+    def _goal_of(self, channel: Channel) -> GoalState:
+        """The goal as the turn began, decoded once for all the calls this server answers.
+
+        A goal that has lived for days is megabytes of snapshot and events (~0.2 s to
+        decode at 10,000 todos), and every call needs it: decoded on each, it was what an
+        agent waited for on every call. It cannot change under this server: a channel's
+        goal files are written before its token, and a channel opened again gets a new
+        token, which this server's calls do not carry (``attach`` refuses them,
+        ``not_this_turn``). Under a lock, so that two calls at once decode it once; a goal
+        that does not decode is not held, and every call meets its ``DATA_LOSS``.
+        """
+        with self._goal_lock:
+            if self._goal is None:
+                self._goal = channel.goal()
+            return self._goal
 
     # --- reading -------------------------------------------------------------------
 
@@ -86,7 +106,7 @@ class ToolService:
     def goal(self) -> str:
         channel = attach(self._env)
         calls = channel.read().calls
-        result = replay(channel.turn, channel.goal(), calls, self._clock())
+        result = replay(channel.turn, self._goal_of(channel), calls, self._clock())
         return goal_view(channel.turn, result, calls)
 
     # --- proposing -----------------------------------------------------------------
@@ -106,7 +126,7 @@ class ToolService:
             return given
         if replan_only and channel.brief().kind is not TurnKind.REPLAN:
             return []
-        state = replay(channel.turn, channel.goal(), earlier, self._clock()).state
+        state = replay(channel.turn, self._goal_of(channel), earlier, self._clock()).state
         return [o.id for o in state.open_obligations()]
 
     def record_evidence(
@@ -264,7 +284,7 @@ class ToolService:
         channel = attach(self._env)
 
         def make(seq: int, earlier: list[ToolCall]) -> ToolCall:
-            state = replay(channel.turn, channel.goal(), earlier, self._clock()).state
+            state = replay(channel.turn, self._goal_of(channel), earlier, self._clock()).state
             return VisionCheckpointCall(
                 seq=seq,
                 at=self._clock(),
@@ -288,7 +308,7 @@ class ToolService:
                 isinstance(c, RecordEvidenceCall) and c.evidence_key == evidence_key
                 for c in earlier
             )
-            found = None if own else channel.goal().latest_evidence(evidence_key)
+            found = None if own else self._goal_of(channel).latest_evidence(evidence_key)
             return MeetCriterionCall(
                 seq=seq,
                 at=self._clock(),
@@ -372,7 +392,7 @@ class ToolService:
     def _journal(self, channel: Channel, make: _MakeCall) -> tuple[ToolCall, Replay, Verdict]:
         """Number the call, dry-run it after every call before it, journal it (under the
         journal's lock: a second server of the turn waits, and numbers its call next)."""
-        goal = channel.goal()
+        goal = self._goal_of(channel)
         with channel.journal() as journal:
             call = make(len(journal.calls), journal.calls)
             calls = [*journal.calls, call]
