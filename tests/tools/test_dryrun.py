@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.tools.support import Opened, apply, claimed_goal, open_channel
-from turnkeeper.errors import DataLoss, InvalidArgument
+from turnkeeper.errors import DataLoss, InvalidArgument, PermissionDenied
 from turnkeeper.kernel.model import GoalState, VisionStatus
 from turnkeeper.kernel.proposals import AddTodo, ClaimTodo, CompleteTodo, Fence, TodoSpec
 from turnkeeper.tools.calls import (
@@ -234,3 +234,26 @@ def test_a_tool_server_decodes_the_goal_once_for_all_its_calls(tmp_path: Path) -
     with pytest.raises(DataLoss) as missing:
         ToolService(opened.server.env).goal()
     assert missing.value.reason == "unreadable_channel_goal"
+
+
+def test_the_goal_read_ahead_is_what_the_first_call_uses(tmp_path: Path) -> None:
+    opened, tools = _tools(tmp_path)
+    tools.read_ahead().join(timeout=30)
+    (opened.folder / "goal.json").write_bytes(b"{not a goal")
+    assert "- t1: Write the tokenizer — claimed (this turn's todo)" in tools.goal()
+
+
+def test_a_goal_that_cannot_be_read_ahead_is_each_calls_error(tmp_path: Path) -> None:
+    opened, tools = _tools(tmp_path)
+    (opened.folder / "goal.json").write_bytes(b"{not a goal")
+    reading = tools.read_ahead()
+    reading.join(timeout=30)
+    assert not reading.is_alive()
+    for _ in range(2):
+        with pytest.raises(DataLoss) as damaged:
+            tools.goal()
+        assert damaged.value.reason == "unreadable_channel_goal"
+    unbound = ToolService({})
+    unbound.read_ahead().join(timeout=30)
+    with pytest.raises(PermissionDenied):
+        unbound.goal()

@@ -250,5 +250,8 @@ def build_server(tools: ToolService) -> MCPServer[object]:
 
 def serve(env: Mapping[str, str]) -> None:
     """Serve the tools of the turn ``env`` names (TURNKEEPER_TOOLS_DIR and _TOKEN) over
-    stdio until the client closes stdin."""
-    build_server(ToolService(env)).run()
+    stdio until the client closes stdin; the goal is read ahead meanwhile."""
+    tools = ToolService(env)
+    app = build_server(tools)
+    tools.read_ahead()
+    app.run()
