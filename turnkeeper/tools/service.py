@@ -94,7 +94,10 @@ class ToolService:
         goal files are written before its token, and a channel opened again gets a new
         token, which this server's calls do not carry (``attach`` refuses them,
         ``not_this_turn``). Under a lock, so that two calls at once decode it once; a goal
-        that does not decode is not held, and every call meets its ``DATA_LOSS``.
+        that does not decode is not held, and every call meets its ``DATA_LOSS``. What is
+        held is the server's for its life, one turn: ~29 MiB at 10,000 todos, as much as
+        a call's own decode left the process holding before (measured: the goal freed,
+        the process's resident memory stayed 29 MiB larger).
         """
         with self._goal_lock:
             if self._goal is None:
