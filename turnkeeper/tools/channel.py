@@ -438,11 +438,11 @@ class ToolChannels:
             return
         channels: list[tuple[float, Path]] = []
         for entry in self.root.iterdir():  # bounded: the root's entries
-            turn_file = entry / CHANNEL_FILE
+            channel_file = entry / CHANNEL_FILE
             if entry.is_symlink() or not entry.is_dir():
                 continue
             try:
-                channels.append((turn_file.stat().st_mtime, entry))
+                channels.append((channel_file.stat().st_mtime, entry))
             except FileNotFoundError:  # not a channel, or pruned by another controller
                 continue
         channels.sort(reverse=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from turnkeeper.brief import render
-from turnkeeper.errors import InvalidArgument
+from turnkeeper.errors import InvalidArgument, TurnkeeperError
 from turnkeeper.json_types import JsonValue
 from turnkeeper.kernel.audit import missing_vision_checkpoints
 from turnkeeper.kernel.limits import json_problem
@@ -111,14 +111,16 @@ class ToolService:
         make its first request, and that call finds the goal decoded instead of waiting
         for it (~0.15 s at 10,000 todos; almost every turn needs the goal, for
         ``todo_done`` if nothing else). A call that comes first waits on the lock for
-        the one decoding. A failure is not lost: nothing is held, and every call that
-        needs the goal meets the same error as its answer; here it is only logged.
+        the one decoding. A typed failure (no channel, a goal that does not decode) is
+        not lost: nothing is held, and every call that needs the goal meets the same
+        error as its answer; here it is only logged. Anything else is a bug, and goes to
+        the thread's excepthook like any thread's.
         """
 
         def read() -> None:
             try:
                 self._goal_of(attach(self._env))
-            except Exception as error:  # each call meets it again, as its own answer
+            except TurnkeeperError as error:  # each call meets it again, as its own answer
                 _log.info("the turn's goal was not read ahead: %s", error)
 
         thread = threading.Thread(target=read, name="goal read-ahead", daemon=True)
